@@ -1,0 +1,38 @@
+# kprobes-rs: a kernel probe engine in Rust. See README.md.
+#
+#   make setup               install packages, build both test kernels (cached)
+#   make [modules] ARCH=...  build kprobes.ko, tests and examples (x86_64|arm64)
+#   make demo [ARCH=...]     boot QEMU, load the engine and the example, show hits
+#   make test                host tests + KUnit in QEMU on x86_64 and arm64
+#   make check               rustfmt and clippy (CLIPPY=1) over the tree
+
+ARCH ?= x86_64
+SHELL := /bin/bash
+
+.PHONY: all modules setup demo test check fmt clean
+
+all: modules
+
+setup:
+	scripts/setup.sh
+
+modules:
+	scripts/build-modules.sh $(ARCH)
+
+demo:
+	scripts/demo.sh $(ARCH)
+
+test:
+	scripts/test.sh
+
+fmt:
+	scripts/fmt.sh
+
+check:
+	scripts/fmt.sh --check
+	CLIPPY=1 scripts/build-modules.sh x86_64
+	CLIPPY=1 scripts/build-modules.sh arm64
+	cargo clippy --release --all-targets -- -D warnings
+
+clean:
+	rm -rf out target

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! arm64 backend: not written yet (issue "arm64 backend").
+//!
+//! The engine loads and its arch-independent paths (symbol resolution,
+//! validation, error reporting) run on arm64; every probe that reaches the
+//! backend is refused with -EOPNOTSUPP and a log line. The BRK path (an
+//! `ftrace_ops` on `do_el1_brk64`, see DESIGN.md), the instruction classifier,
+//! simulation and out-of-line stepping come with that issue.
+
+use kernel::bindings;
+use kernel::prelude::*;
+
+/// Backend name, for messages.
+pub(crate) const NAME: &str = "arm64 (probing not yet supported)";
+
+/// A prepared probed instruction (none can be prepared yet).
+#[derive(Clone, Copy)]
+pub(crate) struct ArchInsn {
+    orig: u32,
+}
+
+pub(crate) fn entry_probe_address(start: usize, _size: usize) -> usize {
+    start
+}
+
+pub(crate) fn prepare(addr: usize, _fstart: usize, _fsize: usize) -> Result<ArchInsn> {
+    pr_err!("kprobes: arm64: cannot probe {:#x}: the arm64 backend is not written yet\n", addr);
+    Err(crate::errno::eopnotsupp())
+}
+
+pub(crate) fn release(_insn: ArchInsn) {}
+
+pub(crate) fn arm(_addr: usize, _insn: &ArchInsn) -> Result {
+    Err(crate::errno::eopnotsupp())
+}
+
+pub(crate) fn disarm(_addr: usize, _insn: &ArchInsn) -> Result {
+    Err(crate::errno::eopnotsupp())
+}
+
+pub(crate) fn setup_step(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs, _saved: &mut usize) {}
+
+pub(crate) fn is_step_done(_trap_addr: usize, _insn: &ArchInsn) -> bool {
+    false
+}
+
+pub(crate) fn finish_step(_addr: usize, insn: &ArchInsn, _regs: &mut bindings::pt_regs, _saved: usize) {
+    let _ = insn.orig;
+}
+
+pub(crate) fn init() -> Result {
+    Ok(())
+}
+
+pub(crate) fn exit() {}

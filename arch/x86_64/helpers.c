@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * x86_64 C glue for the Rust backend: the die-notifier block (a struct with a
+ * C callback) and sync_core(), a static inline. All logic is in Rust
+ * (arch/x86_64/trap.rs).
+ */
+#include <linux/kdebug.h>
+#include <linux/notifier.h>
+#include <linux/ptrace.h>
+#include <linux/stddef.h>
+#include <linux/build_bug.h>
+#include <asm/sync_core.h>
+#include "../../src/helpers.h"
+
+/* arch/x86_64/regs.rs mirrors struct pt_regs; keep the two in step. */
+static_assert(offsetof(struct pt_regs, r15) == 0);
+static_assert(offsetof(struct pt_regs, bp) == 4 * 8);
+static_assert(offsetof(struct pt_regs, ax) == 10 * 8);
+static_assert(offsetof(struct pt_regs, di) == 14 * 8);
+static_assert(offsetof(struct pt_regs, ip) == 16 * 8);
+static_assert(offsetof(struct pt_regs, flags) == 18 * 8);
+static_assert(offsetof(struct pt_regs, sp) == 19 * 8);
+static_assert(sizeof(struct pt_regs) == 21 * 8);
+
+static int kp_die_notify_c(struct notifier_block *nb, unsigned long val,
+			   void *data)
+{
+	struct die_args *args = data;
+
+	if (val != DIE_INT3)
+		return NOTIFY_DONE;
+	return kp_x86_int3(args->regs) ? NOTIFY_STOP : NOTIFY_DONE;
+}
+
+static struct notifier_block kp_die_nb = {
+	.notifier_call = kp_die_notify_c,
+	/* Our int3s are ours alone: look at them before anyone else does. */
+	.priority = INT_MAX,
+};
+
+int kp_helper_register_die_notifier(void)
+{
+	return register_die_notifier(&kp_die_nb);
+}
+
+void kp_helper_unregister_die_notifier(void)
+{
+	unregister_die_notifier(&kp_die_nb);
+}
+
+static void kp_sync_core_ipi(void *unused)
+{
+	sync_core();
+}
+
+/* Serialise every CPU after a text change (like text_poke_sync()). */
+void kp_helper_sync_all_cores(void)
+{
+	on_each_cpu(kp_sync_core_ipi, NULL, 1);
+}

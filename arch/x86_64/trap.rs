@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Trap entry: the die-notifier chain.
+//!
+//! `exc_int3()` -> `do_int3()` -> (the kernel's kprobes, which pass on
+//! addresses they do not own) -> `notify_die(DIE_INT3)` -> our notifier block
+//! (`arch/x86_64/helpers.c`) -> [`kp_x86_int3`]. `regs->ip` is the breakpoint
+//! address + 1; returning true makes the notifier return `NOTIFY_STOP`, and
+//! the CPU resumes at whatever `regs->ip` then holds.
+
+use crate::registry;
+use kernel::bindings;
+use kernel::prelude::*;
+
+extern "C" {
+    fn kp_helper_register_die_notifier() -> kernel::ffi::c_int;
+    fn kp_helper_unregister_die_notifier();
+}
+
+/// Called for every kernel or user `int3` that the kernel's own handlers did
+/// not take. Returns whether it was ours.
+///
+/// # Safety
+///
+/// `regs` is the trap frame of the current CPU, interrupts off.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> bool {
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
+    // SAFETY: every variant of the union is a plain integer.
+    if unsafe { regs.__bindgen_anon_1.cs } & 3 != 0 {
+        return false; // user mode
+    }
+    let addr = regs.ip.wrapping_sub(1);
+    if registry::on_step_done(addr, regs) || registry::on_break(addr, regs) {
+        return true;
+    }
+    // One of our breakpoints may have been removed after this CPU hit it and
+    // before we looked: then the original byte is back; run it (the kernel's
+    // kprobes treat a vanished int3 the same way).
+    // SAFETY: `addr` is the text byte that just trapped, so it is mapped.
+    let now = unsafe { core::ptr::read_volatile(addr as *const u8) };
+    if now != super::INT3 {
+        regs.ip = addr;
+        return true;
+    }
+    false
+}
+
+pub(super) fn init() -> Result {
+    // SAFETY: process context; the notifier block is static.
+    let r = unsafe { kp_helper_register_die_notifier() };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+pub(super) fn exit() {
+    // SAFETY: registered in `init`; this waits for running callbacks.
+    unsafe { kp_helper_unregister_die_notifier() };
+}

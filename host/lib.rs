@@ -1,0 +1,8 @@
+//! Host build of the kprobes engine's pure logic.
+//!
+//! The kernel module compiles the same source files; this crate lets them be
+//! unit- and property-tested with cargo on the host (see `host/tests/`).
+
+/// x86-64 instruction decoder (`arch/x86_64/decode.rs`).
+#[path = "../arch/x86_64/decode.rs"]
+pub mod x86_decode;

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kp_kprobes.h - C interface of the Rust kprobes engine (kprobes.ko).
+ *
+ * The shapes follow <linux/kprobes.h>, with every name prefixed `kp_` so that
+ * both can be included in one translation unit and neither engine's symbols
+ * clash with the other's. The Rust definition of the same ABI is src/abi.rs;
+ * keep the two identical (the engine checks the struct size at load time).
+ */
+#ifndef _KP_KPROBES_H
+#define _KP_KPROBES_H
+
+#include <linux/types.h>
+
+struct pt_regs;
+struct kp_kprobe;
+
+/* Return non-zero when the handler changed regs->ip/pc itself: the probed
+ * instruction is then skipped and execution resumes at the new address. */
+typedef int (*kp_pre_handler_t)(struct kp_kprobe *, struct pt_regs *);
+typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
+				  unsigned long flags);
+
+/* kp_kprobe.flags */
+#define KP_FLAG_GONE		1 /* the probed text went away */
+#define KP_FLAG_DISABLED	2 /* registered but not armed */
+
+struct kp_kprobe {
+	/* In: the address to probe, or NULL to use symbol_name + offset.
+	 * Out: the address actually probed. */
+	void *addr;
+	/* "symbol" or "module:symbol"; NULL when addr is given. */
+	const char *symbol_name;
+	unsigned int offset;
+	kp_pre_handler_t pre_handler;
+	kp_post_handler_t post_handler;
+	unsigned int flags;
+	/* Hits whose handlers were not run (re-entry on the same CPU). */
+	unsigned long nmissed;
+	/* Engine-private, NULL before registration. */
+	void *kp_private;
+};
+
+int kp_register_kprobe(struct kp_kprobe *p);
+void kp_unregister_kprobe(struct kp_kprobe *p);
+
+/* Size of struct kp_kprobe as the engine was built with it. */
+extern const size_t kp_kprobe_abi_size;
+
+#endif /* _KP_KPROBES_H */

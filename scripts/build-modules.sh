@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build kprobes.ko, the test modules and the examples for one architecture.
+# The sources are mirrored into out/<arch>/src so that the two architectures'
+# objects never mix (Kbuild writes objects next to the sources).
+# Usage: scripts/build-modules.sh x86_64|arm64
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/env.sh"
+arch=${1:?arch}
+kdir=$(kdir_for "$arch")
+[ -f "$kdir/.built" ] || "$here/scripts/setup.sh" "$arch"
+out="$here/out/$arch/src"
+mkdir -p "$out"
+# -c: compare contents, so unchanged files keep their times and Kbuild stays incremental.
+rsync -a -c --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
+	--exclude 'modules.order' --exclude 'Module.symvers' --exclude '*.rmeta' --exclude '*.d' \
+	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$out/"
+extra=()
+[ "${CLIPPY:-0}" = 1 ] && extra+=(CLIPPY=1)
+make -s -C "$kdir" M="$out" ARCH="$(karch_for "$arch")" LLVM=1 KCFLAGS=-Werror "${extra[@]}" modules
+find "$out" -name '*.ko' -printf '%P\n' | sort

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Boot the test kernel of one arch in QEMU with our modules and a guest job.
+# Usage: scripts/qemu-run.sh x86_64|arm64 test|demo
+# Prints the console log path; exit status: 0 if the guest finished its job
+# (the caller judges the log), 1 on timeout or if QEMU failed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/env.sh"
+arch=${1:?arch}
+job=${2:?job}
+kdir=$(kdir_for "$arch")
+out="$here/out/$arch"
+root="$out/initramfs"
+log="$out/$job-console.log"
+timeout_s=${KP_QEMU_TIMEOUT:-600}
+
+rm -rf "$root"
+mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,etc,lib/kp}
+case $arch in
+x86_64) cp /bin/busybox "$root/bin/busybox" ;;
+arm64) cp "$KP_CACHE/busybox-arm64/bin/busybox" "$root/bin/busybox" ;;
+esac
+cp "$here/qemu/init" "$root/init"
+cp "$here/qemu/guest-lib.sh" "$root/guest-lib.sh"
+cp "$here/qemu/guest-$job.sh" "$root/job.sh"
+echo kprobes-guest >"$root/etc/hostname"
+find "$out/src" -name '*.ko' -exec cp {} "$root/lib/kp/" \;
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz"
+
+accel=(-accel tcg)
+[ "${QEMU_ACCEL:-tcg}" = kvm ] && accel=(-accel kvm)
+common=(-smp 2 -m 1024 -nographic -no-reboot -initrd "$out/initramfs.cpio.gz" "${accel[@]}")
+cmdline="panic=-1 oops=panic loglevel=7 quiet_kunit=0"
+case $arch in
+x86_64)
+	cmd=(qemu-system-x86_64 -cpu max -kernel "$kdir/arch/x86/boot/bzImage"
+	     -append "console=ttyS0 $cmdline" "${common[@]}") ;;
+arm64)
+	cmd=(qemu-system-aarch64 -M virt -cpu cortex-a57 -kernel "$kdir/arch/arm64/boot/Image"
+	     -append "console=ttyAMA0 $cmdline" "${common[@]}") ;;
+esac
+echo "[qemu] $arch $job: console log in $log" >&2
+rc=0
+timeout --foreground "$timeout_s" "${cmd[@]}" </dev/null >"$log" 2>&1 || rc=$?
+if [ $rc = 124 ]; then
+	echo "[qemu] $arch $job: TIMEOUT after ${timeout_s}s" >&2
+	echo "KP-HOST: timeout after ${timeout_s}s" >>"$log"
+	exit 1
+fi
+if ! grep -q "KP-GUEST: job finished" "$log"; then
+	echo "[qemu] $arch $job: the guest did not finish its job (qemu exit $rc)" >&2
+	exit 1
+fi

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `make test`: host tests, then the guest tests on both architectures.
+# Last line: "N passed, M failed" over every host and guest test case.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+. scripts/env.sh
+arches=${KP_TEST_ARCHES:-x86_64 arm64}
+passed=0
+failed=0
+note() { printf '[test] %s\n' "$*"; }
+fail() { failed=$((failed + 1)); note "FAIL: $*"; }
+pass() { passed=$((passed + 1)); }
+
+scripts/setup.sh $arches || { note "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+# --- host tests (pure logic) ---------------------------------------------------
+vmlinux_env=()
+for a in $arches; do
+	v="$(kdir_for "$a")/vmlinux"
+	[ -f "$v" ] && vmlinux_env+=("KP_VMLINUX_$(echo "$a" | tr a-z A-Z)=$v")
+done
+note "host: cargo test"
+hostlog=out/host-test.log
+mkdir -p out
+if env "${vmlinux_env[@]}" cargo test --release -- --nocapture >"$hostlog" 2>&1; then :; else note "cargo test failed (log: $hostlog)"; fi
+grep -E '^test result:|^(vmlinux|random|modules)' "$hostlog" | sed 's/^/[host] /'
+hp=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1/' | paste -sd+ | bc)
+hf=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\2/' | paste -sd+ | bc)
+if [ -z "$hp" ]; then fail "host tests did not run (log: $hostlog)"; else
+	passed=$((passed + hp)); failed=$((failed + ${hf:-0}))
+fi
+
+# --- guest tests -------------------------------------------------------------
+for a in $arches; do
+	case $a in
+	x86_64) suites=kp_smoke,kp_probe,kp_kernel ;;
+	arm64) suites=kp_smoke ;;
+	esac
+	note "$a: building modules"
+	if ! scripts/build-modules.sh "$a" >"out/build-$a.log" 2>&1; then
+		fail "$a: module build (log: out/build-$a.log)"; tail -n 30 "out/build-$a.log"; continue
+	fi
+	if grep -E 'warning|error' "out/build-$a.log"; then fail "$a: module build is not warning-free"; else pass; fi
+	# The engine must not reference the kernel's kprobes API.
+	bad=$(nm -u "out/$a/src/kprobes.ko" | grep -E 'register_kprobe|register_kretprobe|unregister_kprobe|rethook_|fprobe|kprobe_' || true)
+	if [ -n "$bad" ]; then fail "$a: kprobes.ko references the kernel's kprobes: $bad"; else pass; fi
+	note "$a: booting QEMU"
+	if ! scripts/qemu-run.sh "$a" test; then fail "$a: guest run did not complete"; fi
+	log="out/$a/test-console.log"
+	note "$a: console log: $log"
+	if grep -nE 'Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Call Trace|soft lockup|hung task' "$log"; then
+		fail "$a: kernel splat in the guest log"
+	else pass; fi
+	# Guest shell checks.
+	while read -r _ status name; do
+		if [ "$status" = ok ]; then pass; else fail "$a: guest check $name"; fi
+	done < <(grep -a '^KP-CHECK:' "$log")
+	# KUnit results, parsed by the kernel's own KTAP parser.
+	json="out/$a/kunit.json"
+	python3 "$KSRC/tools/testing/kunit/kunit.py" parse --json="$json" <"$log" >"out/$a/kunit-parse.txt" 2>&1
+	if [ ! -s "$json" ]; then fail "$a: kunit.py parse produced nothing"; continue; fi
+	summary=$(python3 scripts/ktap-summary.py "$json" "$suites")
+	echo "$summary" | sed "s/^/[$a] /"
+	kp=$(echo "$summary" | tail -n1 | sed -E 's/pass=([0-9]+) fail=([0-9]+)/\1/')
+	kf=$(echo "$summary" | tail -n1 | sed -E 's/pass=([0-9]+) fail=([0-9]+)/\2/')
+	passed=$((passed + kp)); failed=$((failed + kf))
+	[ "$kf" = 0 ] || note "$a: KUnit failures; see $log"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Prototypes of the C helpers the Rust engine calls, and of the Rust
+ * functions the C glue calls. The Rust side declares the same signatures in
+ * its `extern "C"` blocks.
+ */
+#ifndef _KP_HELPERS_H
+#define _KP_HELPERS_H
+
+#include <linux/types.h>
+
+struct page;
+struct pt_regs;
+
+/* src/helpers.c */
+void kp_helper_reg_lock(void);
+void kp_helper_reg_unlock(void);
+void *kp_helper_this_cpu_area(void);
+void *kp_helper_text_page(unsigned long addr);
+void *kp_helper_vmap_page(void *page);
+bool kp_helper_within_this_module(unsigned long addr);
+bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr);
+
+/* arch/x86_64/helpers.c */
+int kp_helper_register_die_notifier(void);
+void kp_helper_unregister_die_notifier(void);
+void kp_helper_sync_all_cores(void);
+/* Rust, arch/x86_64/trap.rs */
+bool kp_x86_int3(struct pt_regs *regs);
+
+#endif /* _KP_HELPERS_H */

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Symbol resolution through the kernel's kallsyms, without the kernel's kprobes.
+//!
+//! `kallsyms_lookup_name()` is not exported to modules, and the usual trick of
+//! resolving it through a kprobe is off limits for this engine. What is
+//! exported is `sprint_symbol()`, which prints `name+off/size` for any address.
+//! `kallsyms_lookup_name()` sits a few functions before `sprint_symbol()` in
+//! `kernel/kallsyms.c`, so at load time we walk backwards symbol by symbol from
+//! `sprint_symbol()` (each step: the symbol containing `start - 1`) until we
+//! reach it, then call it through that address. Reading `/proc/kallsyms` would
+//! be the other way, but that file has no `read_iter`, so `kernel_read()` fails.
+
+use crate::ksym::{parse_sprint_symbol, SymInfo};
+use kernel::ffi::{c_char, c_ulong};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::bindings;
+use kernel::{c_str, prelude::*};
+
+/// `KSYM_SYMBOL_LEN` rounded up: room for `name+off/size [module buildid]`.
+const SYM_BUF: usize = 1024;
+
+/// How many symbols the backward walk may step over before giving up.
+const MAX_WALK: usize = 256;
+
+type LookupNameFn = unsafe extern "C" fn(*const c_char) -> c_ulong;
+
+static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
+static MODULE_TEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
+static STEXT: AtomicUsize = AtomicUsize::new(0);
+static ETEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A symbol found by address, copied out of `sprint_symbol()`'s buffer.
+pub(crate) struct Symbol {
+    buf: [u8; SYM_BUF],
+    /// Start address of the symbol.
+    pub(crate) start: usize,
+    /// Size in bytes.
+    pub(crate) size: usize,
+    /// Whether the symbol belongs to a module (not vmlinux).
+    pub(crate) in_module: bool,
+}
+
+impl Symbol {
+    /// The text as `sprint_symbol()` printed it, for messages.
+    pub(crate) fn text(&self) -> &str {
+        let end = self.buf.iter().position(|&c| c == 0).unwrap_or(0);
+        core::str::from_utf8(&self.buf[..end]).unwrap_or("?")
+    }
+
+    /// The symbol's name.
+    pub(crate) fn name(&self) -> &[u8] {
+        match parse_sprint_symbol(&self.buf) {
+            Some(i) => i.name,
+            None => b"",
+        }
+    }
+}
+
+/// Looks up the symbol that contains `addr`.
+pub(crate) fn symbol_at(addr: usize) -> Option<Symbol> {
+    let mut s = Symbol {
+        buf: [0; SYM_BUF],
+        start: 0,
+        size: 0,
+        in_module: false,
+    };
+    // SAFETY: `buf` is larger than KSYM_SYMBOL_LEN, the most `sprint_symbol`
+    // writes; any address is a valid argument.
+    unsafe { bindings::sprint_symbol(s.buf.as_mut_ptr().cast(), addr) };
+    let SymInfo {
+        offset,
+        size,
+        module,
+        ..
+    } = parse_sprint_symbol(&s.buf)?;
+    s.start = addr.checked_sub(offset as usize)?;
+    s.size = size as usize;
+    s.in_module = module.is_some();
+    Some(s)
+}
+
+/// Finds `kallsyms_lookup_name` by walking back from `sprint_symbol`.
+fn find_lookup_name() -> Option<usize> {
+    let mut start = bindings::sprint_symbol as *const () as usize;
+    for _ in 0..MAX_WALK {
+        let prev = symbol_at(start.checked_sub(1)?)?;
+        if prev.name() == b"kallsyms_lookup_name" && !prev.in_module {
+            return Some(prev.start);
+        }
+        start = prev.start;
+    }
+    None
+}
+
+/// Resolves the kernel symbols the engine needs. Process context only.
+pub(crate) fn init() -> Result {
+    let Some(f) = find_lookup_name() else {
+        pr_err!("kprobes: cannot locate kallsyms_lookup_name near sprint_symbol\n");
+        return Err(ENOENT);
+    };
+    LOOKUP_NAME.store(f, Ordering::Release);
+    // Cross-check the walk before trusting it.
+    if lookup_name(c_str!("sprint_symbol")) != Some(bindings::sprint_symbol as *const () as usize) {
+        pr_err!("kprobes: kallsyms_lookup_name at {:#x} gives wrong results\n", f);
+        LOOKUP_NAME.store(0, Ordering::Release);
+        return Err(ENOENT);
+    }
+    let (Some(s), Some(e)) = (lookup_name(c_str!("_stext")), lookup_name(c_str!("_etext"))) else {
+        pr_err!("kprobes: cannot resolve _stext/_etext\n");
+        return Err(ENOENT);
+    };
+    // Not exported either; used to tell module text from module data.
+    let Some(m) = lookup_name(c_str!("__module_text_address")) else {
+        pr_err!("kprobes: cannot resolve __module_text_address\n");
+        return Err(ENOENT);
+    };
+    MODULE_TEXT_ADDRESS.store(m, Ordering::Release);
+    STEXT.store(s, Ordering::Relaxed);
+    ETEXT.store(e, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Resolves `name` (`"sym"` or `"module:sym"`) to an address.
+pub(crate) fn lookup_name(name: &CStr) -> Option<usize> {
+    let f = LOOKUP_NAME.load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: `f` was verified in `init` to be `kallsyms_lookup_name`, whose C
+    // signature is `unsigned long (const char *)`; `name` is NUL-terminated.
+    let addr = unsafe {
+        let lookup: LookupNameFn = core::mem::transmute(f);
+        lookup(name.as_char_ptr())
+    };
+    (addr != 0).then_some(addr as usize)
+}
+
+extern "C" {
+    fn kp_helper_is_module_text(module_text_address_fn: usize, addr: usize) -> bool;
+}
+
+/// Whether `addr` lies in the text (core or init) of a loaded module.
+pub(crate) fn in_module_text(addr: usize) -> bool {
+    let f = MODULE_TEXT_ADDRESS.load(Ordering::Acquire);
+    // SAFETY: `f` is `__module_text_address`, resolved and non-zero after
+    // `init`; the helper calls it with preemption disabled as it requires.
+    f != 0 && unsafe { kp_helper_is_module_text(f, addr) }
+}
+
+/// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).
+pub(crate) fn in_kernel_text(addr: usize) -> bool {
+    (STEXT.load(Ordering::Relaxed)..ETEXT.load(Ordering::Relaxed)).contains(&addr)
+}
