@@ -9,9 +9,9 @@
 #[path = "../src/api.rs"]
 mod kp;
 
-use kernel::ffi::{c_int, c_ulong};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings;
+use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
 use kp::KpKprobe;
 

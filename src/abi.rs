@@ -6,8 +6,8 @@
 //! Rust mirror of that header; client Rust modules include it too (through the
 //! API file), so engine and clients share one definition.
 
-use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use kernel::bindings::pt_regs;
+use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// `kp_pre_handler_t`: non-zero return means "I changed the registers, skip the
 /// probed instruction".

@@ -13,9 +13,9 @@
 #[path = "abi.rs"]
 pub mod abi;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
+mod errno;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
-mod errno;
 mod percpu;
 mod registry;
 mod symbols;

@@ -100,7 +100,8 @@ pub fn parse_sym_spec(s: &[u8]) -> Option<SymSpec<'_>> {
         Some(i) => (Some(s.get(..i)?), s.get(i + 1..)?),
         None => (None, s),
     };
-    let ok = |p: &[u8]| !p.is_empty() && p.len() < KSYM_NAME_LEN && p.iter().all(|&c| is_sym_char(c));
+    let ok =
+        |p: &[u8]| !p.is_empty() && p.len() < KSYM_NAME_LEN && p.iter().all(|&c| is_sym_char(c));
     if !ok(name) || !module.map_or(true, ok) {
         return None;
     }

@@ -15,10 +15,10 @@ use crate::abi::KpKprobe;
 use crate::arch;
 use crate::percpu::{self, stage, Frame, MAX_DEPTH};
 use crate::symbols;
-use kernel::ffi::{c_int, c_ulong};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use kernel::bindings;
+use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::str::CStr;
 
@@ -79,16 +79,24 @@ pub(crate) fn lookup(addr: usize) -> Option<&'static Probe> {
 /// Resolves where `p` asks to probe, before any validation.
 fn requested_address(p: &KpKprobe) -> Result<usize> {
     match (p.addr.is_null(), p.symbol_name.is_null()) {
-        (false, true) => (p.addr as usize).checked_add(p.offset as usize).ok_or(EINVAL),
+        (false, true) => (p.addr as usize)
+            .checked_add(p.offset as usize)
+            .ok_or(EINVAL),
         (true, false) => {
             // SAFETY: the client promises a NUL-terminated string.
             let name = unsafe { CStr::from_char_ptr(p.symbol_name) };
             if crate::ksym::parse_sym_spec(name.as_bytes()).is_none() {
-                pr_err!("kprobes: '{}' is not a symbol name\n", name.to_str().unwrap_or("?"));
+                pr_err!(
+                    "kprobes: '{}' is not a symbol name\n",
+                    name.to_str().unwrap_or("?")
+                );
                 return Err(EINVAL);
             }
             let Some(base) = symbols::lookup_name(name) else {
-                pr_err!("kprobes: unknown symbol '{}'\n", name.to_str().unwrap_or("?"));
+                pr_err!(
+                    "kprobes: unknown symbol '{}'\n",
+                    name.to_str().unwrap_or("?")
+                );
                 return Err(ENOENT);
             };
             // An offset past the function's end is caught by `validate`.
@@ -121,7 +129,11 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
         symbols::in_kernel_text(addr)
     };
     if !text {
-        pr_err!("kprobes: {} ({:#x}) is not in kernel or module text\n", sym.text(), addr);
+        pr_err!(
+            "kprobes: {} ({:#x}) is not in kernel or module text\n",
+            sym.text(),
+            addr
+        );
         return Err(EINVAL);
     }
     if crate::is_engine_address(addr) {
@@ -144,10 +156,16 @@ fn do_register(p: &mut KpKprobe) -> Result {
     }
     let _guard = RegGuard::lock();
     if lookup(addr).is_some() {
-        pr_err!("kprobes: {} already has a probe (aggregation not yet supported)\n", sym.text());
+        pr_err!(
+            "kprobes: {} already has a probe (aggregation not yet supported)\n",
+            sym.text()
+        );
         return Err(EBUSY);
     }
-    let free = TABLE.iter().find(|s| s.load(Ordering::Relaxed).is_null()).ok_or(ENOSPC)?;
+    let free = TABLE
+        .iter()
+        .find(|s| s.load(Ordering::Relaxed).is_null())
+        .ok_or(ENOSPC)?;
     let insn = arch::prepare(addr, sym.start, sym.size)?;
     let probe = match KBox::new(
         Probe {
@@ -254,7 +272,10 @@ pub(crate) fn remove_all() {
         // SAFETY: live while in the table; the client's struct is still valid
         // because the client module holds a reference to us until it is gone.
         let user = unsafe { (*p).user };
-        pr_warn!("kprobes: probe at {:#x} still registered at unload\n", unsafe { (*p).addr });
+        pr_warn!(
+            "kprobes: probe at {:#x} still registered at unload\n",
+            unsafe { (*p).addr }
+        );
         remove(slot, guard);
         // SAFETY: see above.
         unsafe { (*user).kp_private = null_mut() };
@@ -303,7 +324,12 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     true
 }
 
-fn push_and_step(cpu: &mut percpu::CpuState, probe: &Probe, stage: usize, regs: &mut bindings::pt_regs) {
+fn push_and_step(
+    cpu: &mut percpu::CpuState,
+    probe: &Probe,
+    stage: usize,
+    regs: &mut bindings::pt_regs,
+) {
     let f = &mut cpu.frames[cpu.depth];
     f.probe = probe;
     f.stage = stage;

@@ -12,9 +12,9 @@
 //! be the other way, but that file has no `read_iter`, so `kernel_read()` fails.
 
 use crate::ksym::{parse_sprint_symbol, SymInfo};
-use kernel::ffi::{c_char, c_ulong};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings;
+use kernel::ffi::{c_char, c_ulong};
 use kernel::{c_str, prelude::*};
 
 /// `KSYM_SYMBOL_LEN` rounded up: room for `name+off/size [module buildid]`.
@@ -102,7 +102,10 @@ pub(crate) fn init() -> Result {
     LOOKUP_NAME.store(f, Ordering::Release);
     // Cross-check the walk before trusting it.
     if lookup_name(c_str!("sprint_symbol")) != Some(bindings::sprint_symbol as *const () as usize) {
-        pr_err!("kprobes: kallsyms_lookup_name at {:#x} gives wrong results\n", f);
+        pr_err!(
+            "kprobes: kallsyms_lookup_name at {:#x} gives wrong results\n",
+            f
+        );
         LOOKUP_NAME.store(0, Ordering::Release);
         return Err(ENOENT);
     }

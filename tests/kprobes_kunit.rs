@@ -18,9 +18,9 @@ mod kp;
 #[allow(dead_code, unreachable_pub)]
 mod decode;
 
-use kernel::ffi::{c_char, c_int, c_ulong};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
+use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
 use kp::KpKprobe;
 use kunit::Test;
@@ -104,7 +104,11 @@ fn smoke_bad_requests(t: &mut Test) {
     kp_expect_eq!(t, register(&mut p), EINVAL);
     // A null probe.
     // SAFETY: null is explicitly allowed and refused.
-    kp_expect_eq!(t, unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) }, EINVAL);
+    kp_expect_eq!(
+        t,
+        unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) },
+        EINVAL
+    );
     kp_expect!(t, p.kp_private.is_null());
 }
 
@@ -117,7 +121,11 @@ fn smoke_abi_size(t: &mut Test) {
     kp_expect_eq!(t, engine, core::mem::size_of::<KpKprobe>());
 }
 
-kunit_suite!(kp_smoke, "kp_smoke", [smoke_unknown_symbol, smoke_bad_requests, smoke_abi_size]);
+kunit_suite!(
+    kp_smoke,
+    "kp_smoke",
+    [smoke_unknown_symbol, smoke_bad_requests, smoke_abi_size]
+);
 
 // ---------------------------------------------------------------------------
 // The probed function and its handlers.
@@ -279,7 +287,11 @@ fn probe_refusals(t: &mut Test) {
 kunit_suite!(
     kp_probe,
     "kp_probe",
-    [probe_args_counts_unregister, probe_pre_handler_skips, probe_refusals]
+    [
+        probe_args_counts_unregister,
+        probe_pre_handler_skips,
+        probe_refusals
+    ]
 );
 
 // ---------------------------------------------------------------------------
@@ -308,7 +320,11 @@ unsafe extern "C" fn open_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -
     let mut buf = [0u8; 32];
     // SAFETY: a nofault copy from the user pointer into a local buffer.
     let left = unsafe {
-        bindings::copy_from_user_nofault(buf.as_mut_ptr().cast(), arg(regs, 1) as *const _, MARKER.len() + 1)
+        bindings::copy_from_user_nofault(
+            buf.as_mut_ptr().cast(),
+            arg(regs, 1) as *const _,
+            MARKER.len() + 1,
+        )
     };
     if left == 0 && &buf[..MARKER.len()] == MARKER && buf[MARKER.len()] == 0 {
         MARKER_HITS.fetch_add(1, Ordering::SeqCst);
@@ -323,7 +339,10 @@ fn run_cat() -> c_int {
         c"/kp_kunit_marker_file".as_ptr() as *mut c_char,
         core::ptr::null_mut(),
     ];
-    let mut envp: [*mut c_char; 2] = [c"PATH=/bin:/sbin".as_ptr() as *mut c_char, core::ptr::null_mut()];
+    let mut envp: [*mut c_char; 2] = [
+        c"PATH=/bin:/sbin".as_ptr() as *mut c_char,
+        core::ptr::null_mut(),
+    ];
     // SAFETY: NULL-terminated argv/envp of static strings; we wait for exit.
     unsafe { call_usermodehelper(argv[0], argv.as_mut_ptr(), envp.as_mut_ptr(), UMH_WAIT_PROC) }
 }

@@ -11,8 +11,8 @@
 //! Cases are plain `fn(&mut Test)`; [`kp_expect!`] and [`kp_expect_eq!`] report
 //! a failure in KUnit's format and mark the case failed without aborting it.
 
-use kernel::ffi::c_char;
 use kernel::bindings;
+use kernel::ffi::c_char;
 
 /// The running KUnit test case.
 pub(crate) struct Test(*mut bindings::kunit);
@@ -29,7 +29,10 @@ impl Test {
 
     /// Reports a failed expectation and marks the case failed.
     pub(crate) fn fail(&self, file: &str, line: u32, msg: core::fmt::Arguments<'_>) {
-        kernel::kunit::err(format_args!("    # {}:{}: EXPECTATION FAILED: {}\n", file, line, msg));
+        kernel::kunit::err(format_args!(
+            "    # {}:{}: EXPECTATION FAILED: {}\n",
+            file, line, msg
+        ));
         // SAFETY: `self.0` is the live test (see `new`); this is what the C
         // `kunit_set_failure()` inline does.
         unsafe {
@@ -68,7 +71,13 @@ macro_rules! kp_expect_eq {
             $t.fail(
                 file!(),
                 line!(),
-                format_args!("{} == {}: {:?} != {:?}", stringify!($a), stringify!($b), a, b),
+                format_args!(
+                    "{} == {}: {:?} != {:?}",
+                    stringify!($a),
+                    stringify!($b),
+                    a,
+                    b
+                ),
             );
         }
     }};

@@ -25,7 +25,10 @@ pub(crate) fn entry_probe_address(start: usize, _size: usize) -> usize {
 }
 
 pub(crate) fn prepare(addr: usize, _fstart: usize, _fsize: usize) -> Result<ArchInsn> {
-    pr_err!("kprobes: arm64: cannot probe {:#x}: the arm64 backend is not written yet\n", addr);
+    pr_err!(
+        "kprobes: arm64: cannot probe {:#x}: the arm64 backend is not written yet\n",
+        addr
+    );
     Err(crate::errno::eopnotsupp())
 }
 
@@ -39,13 +42,24 @@ pub(crate) fn disarm(_addr: usize, _insn: &ArchInsn) -> Result {
     Err(crate::errno::eopnotsupp())
 }
 
-pub(crate) fn setup_step(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs, _saved: &mut usize) {}
+pub(crate) fn setup_step(
+    _addr: usize,
+    _insn: &ArchInsn,
+    _regs: &mut bindings::pt_regs,
+    _saved: &mut usize,
+) {
+}
 
 pub(crate) fn is_step_done(_trap_addr: usize, _insn: &ArchInsn) -> bool {
     false
 }
 
-pub(crate) fn finish_step(_addr: usize, insn: &ArchInsn, _regs: &mut bindings::pt_regs, _saved: usize) {
+pub(crate) fn finish_step(
+    _addr: usize,
+    insn: &ArchInsn,
+    _regs: &mut bindings::pt_regs,
+    _saved: usize,
+) {
     let _ = insn.orig;
 }
 

@@ -113,7 +113,12 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         let insn = match decode(&bytes) {
             Ok(i) => i,
             Err(e) => {
-                pr_err!("kprobes: x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n", pc, e, addr);
+                pr_err!(
+                    "kprobes: x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n",
+                    pc,
+                    e,
+                    addr
+                );
                 return Err(crate::errno::eilseq());
             }
         };
@@ -122,7 +127,10 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
         pc += insn.len as usize;
         if pc > addr || pc >= fstart + fsize {
-            pr_err!("kprobes: x86: {:#x} is not on an instruction boundary\n", addr);
+            pr_err!(
+                "kprobes: x86: {:#x} is not on an instruction boundary\n",
+                addr
+            );
             return Err(crate::errno::eilseq());
         }
     };
@@ -130,11 +138,18 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     match insn.class {
         Class::Plain => {}
         Class::Int3 => {
-            pr_err!("kprobes: x86: {:#x} already holds someone else's int3\n", addr);
+            pr_err!(
+                "kprobes: x86: {:#x} already holds someone else's int3\n",
+                addr
+            );
             return Err(EBUSY);
         }
         c => {
-            pr_err!("kprobes: x86: {:?} instruction at {:#x} cannot run out of line yet\n", c, addr);
+            pr_err!(
+                "kprobes: x86: {:?} instruction at {:#x} cannot run out of line yet\n",
+                c,
+                addr
+            );
             return Err(crate::errno::eopnotsupp());
         }
     }
@@ -149,7 +164,10 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         let new = (disp as i64) + (addr as i64) - (slot as i64);
         let Ok(new) = i32::try_from(new) else {
             slots::free(slot);
-            pr_err!("kprobes: x86: RIP-relative operand at {:#x} out of reach of the slot\n", addr);
+            pr_err!(
+                "kprobes: x86: RIP-relative operand at {:#x} out of reach of the slot\n",
+                addr
+            );
             return Err(ERANGE);
         };
         copy[off..off + 4].copy_from_slice(&new.to_le_bytes());
@@ -193,7 +211,12 @@ pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
 const FLAGS_IF: usize = 1 << 9;
 
 /// Sends the CPU to the out-of-line copy with interrupts off.
-pub(crate) fn setup_step(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: &mut usize) {
+pub(crate) fn setup_step(
+    _addr: usize,
+    insn: &ArchInsn,
+    regs: &mut bindings::pt_regs,
+    saved: &mut usize,
+) {
     *saved = regs.flags & FLAGS_IF;
     regs.flags &= !FLAGS_IF;
     regs.ip = insn.slot;
@@ -205,7 +228,12 @@ pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
 }
 
 /// Resumes after the original instruction.
-pub(crate) fn finish_step(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
+pub(crate) fn finish_step(
+    addr: usize,
+    insn: &ArchInsn,
+    regs: &mut bindings::pt_regs,
+    saved: usize,
+) {
     regs.ip = addr + insn.len;
     regs.flags |= saved;
 }
