@@ -33,6 +33,11 @@ static POST: AtomicUsize = AtomicUsize::new(0);
 /// in a `static mut` that only init and exit touch.
 static mut PROBE: KpKprobe = KpKprobe::new();
 
+/// Prints the probe address, registers, task and file name.
+///
+/// # Safety
+///
+/// Called by the engine with its probe and a valid trap frame.
 unsafe extern "C" fn handler_pre(p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
     let n = PRE.fetch_add(1, Ordering::Relaxed);
     if n >= VERBOSE_HITS {
@@ -41,10 +46,9 @@ unsafe extern "C" fn handler_pre(p: *mut KpKprobe, regs: *mut bindings::pt_regs)
     // SAFETY: the engine passes its probe and the trap frame.
     let (p, regs) = unsafe { (&*p, &*regs) };
     let mut name = [0u8; 64];
-    #[cfg(CONFIG_X86_64)]
-    let (ip, flags, file) = (regs.ip, regs.flags, regs.si);
-    #[cfg(CONFIG_ARM64)]
-    let (ip, flags, file) = (regs.pc, regs.pstate, regs.regs[1]);
+    let (ip, flags) = (kp::regs::ip(regs), kp::regs::flags(regs));
+    // do_sys_open(int dfd, const char __user *filename, int flags, umode_t mode)
+    let file = kp::regs::arg(regs, 1).unwrap_or(0);
     // SAFETY: nofault copy of the user-space file name into a local buffer.
     let left = unsafe {
         bindings::copy_from_user_nofault(name.as_mut_ptr().cast(), file as *const _, name.len() - 1)
@@ -75,14 +79,16 @@ unsafe extern "C" fn handler_pre(p: *mut KpKprobe, regs: *mut bindings::pt_regs)
     0
 }
 
+/// Prints the flags after the probed instruction ran.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
 unsafe extern "C" fn handler_post(_p: *mut KpKprobe, regs: *mut bindings::pt_regs, _f: c_ulong) {
     if POST.fetch_add(1, Ordering::Relaxed) < 3 {
         // SAFETY: the engine passes the trap frame.
         let regs = unsafe { &*regs };
-        #[cfg(CONFIG_X86_64)]
-        let flags = regs.flags;
-        #[cfg(CONFIG_ARM64)]
-        let flags = regs.pstate;
+        let flags = kp::regs::flags(regs);
         pr_info!("<do_sys_open> post_handler: flags = {:#x}\n", flags);
     }
 }

@@ -1,6 +1,8 @@
 # Guest job for `make demo`: load the engine and the example probe, make
 # user space open some files, show what the probe caught, unload everything.
 . /guest-lib.sh
+# Kernel messages go to the log buffer only; the end of the job shows them.
+dmesg -n 1
 echo "=== insmod kprobes.ko"
 insmod $M/kprobes.ko || exit 1
 echo "=== insmod kprobe_example.ko (probes do_sys_open)"

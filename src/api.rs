@@ -14,6 +14,15 @@ pub mod abi;
 
 pub use abi::*;
 
+/// Register accessors for this architecture.
+#[cfg(CONFIG_X86_64)]
+#[path = "../arch/x86_64/regs.rs"]
+pub mod regs;
+/// Register accessors for this architecture.
+#[cfg(CONFIG_ARM64)]
+#[path = "../arch/arm64/regs.rs"]
+pub mod regs;
+
 extern "C" {
     /// Registers `p`; returns 0 or a negative errno.
     pub fn kp_register_kprobe(p: *mut KpKprobe) -> kernel::ffi::c_int;

@@ -10,15 +10,19 @@
 //! Layout: arch-independent engine in `src/`, one backend per architecture in
 //! `arch/<arch>/` behind the interface documented in `docs/arch-interface.md`.
 
-#[path = "abi.rs"]
 pub mod abi;
-// Pure logic shared with the host tests: `pub` there, partly unused here.
+// The arm64 backend does not trap yet, which leaves the hit path unused there.
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod errno;
+// Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod percpu;
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod registry;
 mod symbols;
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod text;
 
 #[cfg(CONFIG_X86_64)]
@@ -61,7 +65,7 @@ impl kernel::Module for KprobesEngine {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         symbols::init()?;
         arch::init()?;
-        pr_info!("kprobes: engine loaded ({})\n", arch::NAME);
+        pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)
     }
 }
@@ -70,6 +74,6 @@ impl Drop for KprobesEngine {
     fn drop(&mut self) {
         registry::remove_all();
         arch::exit();
-        pr_info!("kprobes: engine unloaded\n");
+        pr_info!("engine unloaded\n");
     }
 }

@@ -66,11 +66,15 @@ impl Drop for RegGuard {
 pub(crate) fn lookup(addr: usize) -> Option<&'static Probe> {
     for slot in &TABLE {
         let p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            continue;
+        }
         // SAFETY: a non-null table entry points to a live `Probe`; it is freed
-        // only after leaving the table and an RCU grace period, and the trap
-        // path runs with interrupts off.
-        if !p.is_null() && unsafe { (*p).addr } == addr {
-            return Some(unsafe { &*p });
+        // only after leaving the table and an RCU grace period, and callers
+        // are the trap path (interrupts off) or hold the registration lock.
+        let probe = unsafe { &*p };
+        if probe.addr == addr {
+            return Some(probe);
         }
     }
     None
@@ -87,14 +91,14 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
             let name = unsafe { CStr::from_char_ptr(p.symbol_name) };
             if crate::ksym::parse_sym_spec(name.as_bytes()).is_none() {
                 pr_err!(
-                    "kprobes: '{}' is not a symbol name\n",
+                    "'{}' is not a symbol name\n",
                     name.to_str().unwrap_or("?")
                 );
                 return Err(EINVAL);
             }
             let Some(base) = symbols::lookup_name(name) else {
                 pr_err!(
-                    "kprobes: unknown symbol '{}'\n",
+                    "unknown symbol '{}'\n",
                     name.to_str().unwrap_or("?")
                 );
                 return Err(ENOENT);
@@ -103,11 +107,11 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
             base.checked_add(p.offset as usize).ok_or(EINVAL)
         }
         (false, false) => {
-            pr_err!("kprobes: give either addr or symbol_name, not both\n");
+            pr_err!("give either addr or symbol_name, not both\n");
             Err(EINVAL)
         }
         (true, true) => {
-            pr_err!("kprobes: neither addr nor symbol_name given\n");
+            pr_err!("neither addr nor symbol_name given\n");
             Err(EINVAL)
         }
     }
@@ -116,11 +120,11 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
 /// Checks that `addr` is in text and finds its function.
 fn validate(addr: usize) -> Result<symbols::Symbol> {
     let Some(sym) = symbols::symbol_at(addr) else {
-        pr_err!("kprobes: {:#x} is in no symbol\n", addr);
+        pr_err!("{:#x} is in no symbol\n", addr);
         return Err(EINVAL);
     };
     if addr - sym.start >= sym.size {
-        pr_err!("kprobes: {:#x} is past the end of {}\n", addr, sym.text());
+        pr_err!("{:#x} is past the end of {}\n", addr, sym.text());
         return Err(EINVAL);
     }
     let text = if sym.in_module {
@@ -130,14 +134,14 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
     };
     if !text {
         pr_err!(
-            "kprobes: {} ({:#x}) is not in kernel or module text\n",
+            "{} ({:#x}) is not in kernel or module text\n",
             sym.text(),
             addr
         );
         return Err(EINVAL);
     }
     if crate::is_engine_address(addr) {
-        pr_err!("kprobes: {} is the engine's own code\n", sym.text());
+        pr_err!("{} is the engine's own code\n", sym.text());
         return Err(EINVAL);
     }
     Ok(sym)
@@ -145,7 +149,7 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
 
 fn do_register(p: &mut KpKprobe) -> Result {
     if !p.kp_private.is_null() {
-        pr_err!("kprobes: probe {:p} is already registered\n", p);
+        pr_err!("probe {:p} is already registered\n", p);
         return Err(EINVAL);
     }
     let mut addr = requested_address(p)?;
@@ -157,7 +161,7 @@ fn do_register(p: &mut KpKprobe) -> Result {
     let _guard = RegGuard::lock();
     if lookup(addr).is_some() {
         pr_err!(
-            "kprobes: {} already has a probe (aggregation not yet supported)\n",
+            "{} already has a probe (aggregation not yet supported)\n",
             sym.text()
         );
         return Err(EBUSY);
@@ -232,7 +236,7 @@ pub unsafe extern "C" fn kp_unregister_kprobe(p: *mut KpKprobe) {
     }
     let guard = RegGuard::lock();
     let Some(slot) = TABLE.iter().find(|s| s.load(Ordering::Relaxed) == probe) else {
-        pr_err!("kprobes: unregister of unknown probe {:p}\n", p);
+        pr_err!("unregister of unknown probe {:p}\n", p);
         return;
     };
     remove(slot, guard);
@@ -247,7 +251,7 @@ fn remove(slot: &AtomicPtr<Probe>, guard: RegGuard) {
     // SAFETY: as above.
     if let Err(e) = arch::disarm(addr, unsafe { &(*probe).insn }) {
         // Leave it in the table: the breakpoint may still be there.
-        pr_err!("kprobes: cannot restore text at {:#x}: {:?}\n", addr, e);
+        pr_err!("cannot restore text at {:#x}: {:?}\n", addr, e);
         return;
     }
     slot.store(null_mut(), Ordering::Release);
@@ -271,11 +275,8 @@ pub(crate) fn remove_all() {
         }
         // SAFETY: live while in the table; the client's struct is still valid
         // because the client module holds a reference to us until it is gone.
-        let user = unsafe { (*p).user };
-        pr_warn!(
-            "kprobes: probe at {:#x} still registered at unload\n",
-            unsafe { (*p).addr }
-        );
+        let (user, addr) = unsafe { ((*p).user, (*p).addr) };
+        pr_warn!("probe at {:#x} still registered at unload\n", addr);
         remove(slot, guard);
         // SAFETY: see above.
         unsafe { (*user).kp_private = null_mut() };

@@ -96,26 +96,26 @@ fn find_lookup_name() -> Option<usize> {
 /// Resolves the kernel symbols the engine needs. Process context only.
 pub(crate) fn init() -> Result {
     let Some(f) = find_lookup_name() else {
-        pr_err!("kprobes: cannot locate kallsyms_lookup_name near sprint_symbol\n");
+        pr_err!("cannot locate kallsyms_lookup_name near sprint_symbol\n");
         return Err(ENOENT);
     };
     LOOKUP_NAME.store(f, Ordering::Release);
     // Cross-check the walk before trusting it.
     if lookup_name(c_str!("sprint_symbol")) != Some(bindings::sprint_symbol as *const () as usize) {
         pr_err!(
-            "kprobes: kallsyms_lookup_name at {:#x} gives wrong results\n",
+            "kallsyms_lookup_name at {:#x} gives wrong results\n",
             f
         );
         LOOKUP_NAME.store(0, Ordering::Release);
         return Err(ENOENT);
     }
     let (Some(s), Some(e)) = (lookup_name(c_str!("_stext")), lookup_name(c_str!("_etext"))) else {
-        pr_err!("kprobes: cannot resolve _stext/_etext\n");
+        pr_err!("cannot resolve _stext/_etext\n");
         return Err(ENOENT);
     };
     // Not exported either; used to tell module text from module data.
     let Some(m) = lookup_name(c_str!("__module_text_address")) else {
-        pr_err!("kprobes: cannot resolve __module_text_address\n");
+        pr_err!("cannot resolve __module_text_address\n");
         return Err(ENOENT);
     };
     MODULE_TEXT_ADDRESS.store(m, Ordering::Release);

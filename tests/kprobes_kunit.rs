@@ -8,6 +8,10 @@
 //!   registers, handler counts, return values, skipping, unregister.
 //! - `kp_kernel` (x86_64): a probe on `do_sys_open`, hit by a user-space `cat`.
 
+// Until the arm64 backend can probe, the probe suites are x86_64-only and
+// their helpers unused on arm64.
+#![cfg_attr(CONFIG_ARM64, allow(dead_code))]
+
 #[macro_use]
 mod kunit;
 #[path = "../src/api.rs"]
@@ -57,11 +61,7 @@ const EINVAL: c_int = -(bindings::EINVAL as c_int);
 
 /// Argument `n` (0-based) of the probed function, at its entry.
 fn arg(regs: &bindings::pt_regs, n: usize) -> u64 {
-    #[cfg(CONFIG_X86_64)]
-    let v = [regs.di, regs.si, regs.dx, regs.cx, regs.r8, regs.r9][n];
-    #[cfg(CONFIG_ARM64)]
-    let v = regs.regs[n];
-    v as u64
+    kp::regs::arg(regs, n).unwrap_or(0) as u64
 }
 
 // ---------------------------------------------------------------------------
@@ -104,11 +104,8 @@ fn smoke_bad_requests(t: &mut Test) {
     kp_expect_eq!(t, register(&mut p), EINVAL);
     // A null probe.
     // SAFETY: null is explicitly allowed and refused.
-    kp_expect_eq!(
-        t,
-        unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) },
-        EINVAL
-    );
+    let r = unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) };
+    kp_expect_eq!(t, r, EINVAL);
     kp_expect!(t, p.kp_private.is_null());
 }
 
@@ -155,6 +152,11 @@ fn reset_counters() {
     }
 }
 
+/// Pre handler: counts hits and records the first three arguments.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
 unsafe extern "C" fn count_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
     // SAFETY: the engine passes the trap frame.
     let regs = unsafe { &*regs };
@@ -162,17 +164,19 @@ unsafe extern "C" fn count_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     for (i, s) in SEEN.iter().enumerate() {
         s.store(arg(regs, i), Ordering::SeqCst);
     }
-    #[cfg(CONFIG_X86_64)]
-    SEEN_IP.store(regs.ip, Ordering::SeqCst);
+    SEEN_IP.store(kp::regs::ip(regs), Ordering::SeqCst);
     0
 }
 
+/// Post handler: counts hits and records ip.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
 unsafe extern "C" fn count_post(_p: *mut KpKprobe, regs: *mut bindings::pt_regs, _f: c_ulong) {
     POST_HITS.fetch_add(1, Ordering::SeqCst);
-    #[cfg(CONFIG_X86_64)]
     // SAFETY: the engine passes the trap frame.
-    POST_IP.store(unsafe { (*regs).ip }, Ordering::SeqCst);
-    let _ = regs;
+    POST_IP.store(kp::regs::ip(unsafe { &*regs }), Ordering::SeqCst);
 }
 
 // ---------------------------------------------------------------------------
@@ -228,6 +232,10 @@ fn insn_len_at(addr: usize) -> usize {
 
 /// A pre handler that makes the probed function return 4242 without running
 /// it: at the entry, the return address is at the stack pointer.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame at the function's entry.
 #[cfg(CONFIG_X86_64)]
 unsafe extern "C" fn skip_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
     // SAFETY: the engine passes the trap frame.
@@ -312,6 +320,11 @@ const MARKER: &[u8] = b"/kp_kunit_marker_file";
 static MARKER_HITS: AtomicUsize = AtomicUsize::new(0);
 static OPEN_HITS: AtomicUsize = AtomicUsize::new(0);
 
+/// Pre handler on `do_sys_open`: counts opens of [`MARKER`].
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
 unsafe extern "C" fn open_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
     // SAFETY: the engine passes the trap frame.
     let regs = unsafe { &*regs };

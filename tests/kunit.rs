@@ -118,6 +118,9 @@ macro_rules! kunit_suite {
             use kernel::bindings;
             $(
                 mod $case {
+                    /// # Safety
+                    ///
+                    /// Called by KUnit with the running test.
                     pub(super) unsafe extern "C" fn run(t: *mut kernel::bindings::kunit) {
                         // SAFETY: KUnit passes the running test.
                         let mut t = unsafe { $crate::kunit::Test::new(t) };

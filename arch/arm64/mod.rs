@@ -26,7 +26,7 @@ pub(crate) fn entry_probe_address(start: usize, _size: usize) -> usize {
 
 pub(crate) fn prepare(addr: usize, _fstart: usize, _fsize: usize) -> Result<ArchInsn> {
     pr_err!(
-        "kprobes: arm64: cannot probe {:#x}: the arm64 backend is not written yet\n",
+        "arm64: cannot probe {:#x}: the arm64 backend is not written yet\n",
         addr
     );
     Err(crate::errno::eopnotsupp())

@@ -16,6 +16,8 @@
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod regs;
 mod slots;
 mod trap;
 
@@ -114,7 +116,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
             Ok(i) => i,
             Err(e) => {
                 pr_err!(
-                    "kprobes: x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n",
+                    "x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n",
                     pc,
                     e,
                     addr
@@ -128,7 +130,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         pc += insn.len as usize;
         if pc > addr || pc >= fstart + fsize {
             pr_err!(
-                "kprobes: x86: {:#x} is not on an instruction boundary\n",
+                "x86: {:#x} is not on an instruction boundary\n",
                 addr
             );
             return Err(crate::errno::eilseq());
@@ -139,14 +141,14 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         Class::Plain => {}
         Class::Int3 => {
             pr_err!(
-                "kprobes: x86: {:#x} already holds someone else's int3\n",
+                "x86: {:#x} already holds someone else's int3\n",
                 addr
             );
             return Err(EBUSY);
         }
         c => {
             pr_err!(
-                "kprobes: x86: {:?} instruction at {:#x} cannot run out of line yet\n",
+                "x86: {:?} instruction at {:#x} cannot run out of line yet\n",
                 c,
                 addr
             );
@@ -165,7 +167,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         let Ok(new) = i32::try_from(new) else {
             slots::free(slot);
             pr_err!(
-                "kprobes: x86: RIP-relative operand at {:#x} out of reach of the slot\n",
+                "x86: RIP-relative operand at {:#x} out of reach of the slot\n",
                 addr
             );
             return Err(ERANGE);

@@ -27,9 +27,8 @@ extern "C" {
 pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> bool {
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
-    // SAFETY: every variant of the union is a plain integer.
-    if unsafe { regs.__bindgen_anon_1.cs } & 3 != 0 {
-        return false; // user mode
+    if super::regs::user_mode(regs) {
+        return false;
     }
     let addr = regs.ip.wrapping_sub(1);
     if registry::on_step_done(addr, regs) || registry::on_break(addr, regs) {
