@@ -30,8 +30,10 @@ fmt:
 
 check:
 	scripts/fmt.sh --check
-	CLIPPY=1 scripts/build-modules.sh x86_64
-	CLIPPY=1 scripts/build-modules.sh arm64
+	for a in x86_64 arm64; do \
+		CLIPPY=1 scripts/build-modules.sh $$a 2>&1 | tee out/clippy-$$a.log; \
+		! grep -E '^(warning|error)' out/clippy-$$a.log || exit 1; \
+	done
 	cargo clippy --release --all-targets -- -D warnings
 
 clean:

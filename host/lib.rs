@@ -6,3 +6,7 @@
 /// x86-64 instruction decoder (`arch/x86_64/decode.rs`).
 #[path = "../arch/x86_64/decode.rs"]
 pub mod x86_decode;
+
+/// arm64 instruction classifier (`arch/arm64/decode.rs`).
+#[path = "../arch/arm64/decode.rs"]
+pub mod arm64_decode;

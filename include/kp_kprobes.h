@@ -41,8 +41,22 @@ struct kp_kprobe {
 	void *kp_private;
 };
 
+/* Returns 0 or -errno: -ENOENT unknown symbol or module, -EINVAL bad request
+ * (not text, past the function's end, blacklisted, already registered),
+ * -EILSEQ not on an instruction boundary, -EOPNOTSUPP an instruction the
+ * backend cannot probe, -EBUSY someone else's breakpoint, -ENOMEM, -ENOSPC. */
 int kp_register_kprobe(struct kp_kprobe *p);
+/* On return no CPU runs p's handlers any more. */
 void kp_unregister_kprobe(struct kp_kprobe *p);
+/* All or nothing: on failure the ones already registered are unregistered. */
+int kp_register_kprobes(struct kp_kprobe **kps, int num);
+void kp_unregister_kprobes(struct kp_kprobe **kps, int num);
+/* A disabled probe stays registered but its handlers never run; the
+ * original instruction is back when no enabled probe is left there. */
+int kp_disable_kprobe(struct kp_kprobe *p);
+int kp_enable_kprobe(struct kp_kprobe *p);
+/* Why addr cannot be probed, or NULL if the blacklist allows it. */
+const char *kp_blacklisted(unsigned long addr);
 
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;

@@ -9,6 +9,8 @@ echo "=== insmod kprobe_example.ko (probes do_sys_open)"
 insmod $M/kprobe_example.ko || exit 1
 echo "=== user space opens some files"
 activity
+echo "=== the engine's probe list (/sys/kernel/debug/kp/list):"
+cat $KP/list
 echo "=== the kernel's own kprobes list (must be empty):"
 cat /sys/kernel/debug/kprobes/list
 echo "=== rmmod"

@@ -11,6 +11,11 @@ check() {
 }
 ARCH=$(uname -m)
 M=/lib/kp
+KP=/sys/kernel/debug/kp
+# hits SYM: the hit counter of the probe on SYM in the engine's debugfs list.
+hits() {
+	sed -n "s/.*  $1+0x[0-9a-f]*  .*hits=\([0-9]*\).*/\1/p" $KP/list | head -n 1
+}
 # The kernel's own kprobes must stay unused: its list is empty.
 kernel_kprobes_unused() {
 	[ -e /sys/kernel/debug/kprobes/list ] && [ ! -s /sys/kernel/debug/kprobes/list ]

@@ -2,6 +2,9 @@
 # run at load and print KTAP), then check the example and the kernel's kprobes.
 . /guest-lib.sh
 check engine-insmod insmod $M/kprobes.ko
+check debugfs-blacklist grep -q 'notify_die+0x0.*NOKPROBE_SYMBOL' $KP/blacklist
+# For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read().
+cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
 check kunit-insmod insmod $M/kprobes_kunit.ko
 check kunit-rmmod rmmod kprobes_kunit
 if [ "$ARCH" = x86_64 ]; then
@@ -9,6 +12,16 @@ if [ "$ARCH" = x86_64 ]; then
 	activity
 	check example-hits sh -c "dmesg | grep -q 'filename = \"/proc/version\"'"
 	check kernel-kprobes-unused kernel_kprobes_unused
+	check debugfs-list grep -q 'do_sys_open+0x[0-9a-f]*  hits=[1-9]' $KP/list
+	check debugfs-enabled-reads-1 grep -qx 1 $KP/enabled
+	echo 0 >$KP/enabled
+	before=$(hits do_sys_open)
+	activity
+	check debugfs-disabled-no-hits [ "$(hits do_sys_open)" = "$before" ]
+	echo 1 >$KP/enabled
+	activity
+	check debugfs-reenabled-hits [ "$(hits do_sys_open)" -gt "$before" ]
+	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
 	check example-rmmod rmmod kprobe_example
 fi
 check engine-rmmod rmmod kprobes

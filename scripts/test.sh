@@ -15,11 +15,15 @@ pass() { passed=$((passed + 1)); }
 mkdir -p out
 scripts/setup.sh $arches || { note "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
+# --- formatting (rustfmt with the kernel's config) -------------------------------
+if scripts/fmt.sh --check >out/fmt.log 2>&1; then pass; else fail "rustfmt: run make fmt (see out/fmt.log)"; fi
+
 # --- module builds -----------------------------------------------------------
 built=()
 for a in $arches; do
 	note "$a: building modules"
-	if ! scripts/build-modules.sh "$a" >"out/build-$a.log" 2>&1; then
+	# With clippy: the build must be free of compiler and clippy warnings.
+	if ! CLIPPY=1 scripts/build-modules.sh "$a" >"out/build-$a.log" 2>&1; then
 		fail "$a: module build (log: out/build-$a.log)"
 		tail -n 30 "out/build-$a.log"
 		continue
@@ -45,7 +49,7 @@ hostlog=out/host-test.log
 if ! env "${host_env[@]}" cargo test --release -- --nocapture >"$hostlog" 2>&1; then
 	note "cargo test failed (log: $hostlog)"
 fi
-grep -E '^test result:|^(vmlinux|random|exhaustive|modules)' "$hostlog" | sed 's/^/[host] /'
+grep -E '^test result:|^(vmlinux|random|exhaustive|modules|arm64)' "$hostlog" | sed 's/^/[host] /'
 hp=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1/' | paste -sd+ | bc)
 hf=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\2/' | paste -sd+ | bc)
 if [ -z "$hp" ]; then

@@ -25,7 +25,17 @@ pub mod regs;
 
 extern "C" {
     /// Registers `p`; returns 0 or a negative errno.
-    pub fn kp_register_kprobe(p: *mut KpKprobe) -> kernel::ffi::c_int;
+    pub fn kp_register_kprobe(p: *mut KpKprobe) -> core::ffi::c_int;
     /// Unregisters `p`; on return no CPU runs its handlers any more.
     pub fn kp_unregister_kprobe(p: *mut KpKprobe);
+    /// Registers `num` probes, all or nothing.
+    pub fn kp_register_kprobes(kps: *mut *mut KpKprobe, num: core::ffi::c_int) -> core::ffi::c_int;
+    /// Unregisters `num` probes.
+    pub fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: core::ffi::c_int);
+    /// Stops a probe's handlers without unregistering it.
+    pub fn kp_disable_kprobe(p: *mut KpKprobe) -> core::ffi::c_int;
+    /// Why `addr` cannot be probed, or null.
+    pub fn kp_blacklisted(addr: usize) -> *const core::ffi::c_char;
+    /// Re-enables a disabled probe.
+    pub fn kp_enable_kprobe(p: *mut KpKprobe) -> core::ffi::c_int;
 }

@@ -11,15 +11,18 @@
 //! `arch/<arch>/` behind the interface documented in `docs/arch-interface.md`.
 
 pub mod abi;
+mod blacklist;
+mod debugfs;
 // The arm64 backend does not trap yet, which leaves the hit path unused there.
 #[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod errno;
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
+mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
 #[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod percpu;
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod registry;
 mod symbols;
 #[cfg_attr(CONFIG_ARM64, allow(dead_code))]
@@ -35,7 +38,11 @@ mod arch;
 
 use kernel::prelude::*;
 
-pub use registry::{kp_register_kprobe, kp_unregister_kprobe};
+pub use blacklist::kp_blacklisted;
+pub use registry::{
+    kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,
+    kp_unregister_kprobe, kp_unregister_kprobes,
+};
 
 module! {
     type: KprobesEngine,
@@ -51,6 +58,34 @@ pub static kp_kprobe_abi_size: usize = core::mem::size_of::<abi::KpKprobe>();
 
 extern "C" {
     fn kp_helper_within_this_module(addr: usize) -> bool;
+    fn kp_helper_within_module(addr: usize, module: *mut kernel::ffi::c_void) -> bool;
+    fn kp_helper_register_module_notifier() -> kernel::ffi::c_int;
+    fn kp_helper_unregister_module_notifier();
+}
+
+/// Whether `addr` is in any memory of `module`.
+pub(crate) fn within_module(addr: usize, module: *mut kernel::ffi::c_void) -> bool {
+    // SAFETY: a range check against a live module (the notifier's argument).
+    unsafe { kp_helper_within_module(addr, module) }
+}
+
+/// `MODULE_STATE_GOING`.
+const MODULE_STATE_GOING: kernel::ffi::c_ulong =
+    kernel::bindings::module_state_MODULE_STATE_GOING as _;
+
+/// Module notifier (C glue in helpers.c): a module's text is going away.
+///
+/// # Safety
+///
+/// Called by the module notifier chain with a live module.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_module_event(
+    event: kernel::ffi::c_ulong,
+    module: *mut kernel::ffi::c_void,
+) {
+    if event == MODULE_STATE_GOING {
+        registry::module_going(module);
+    }
 }
 
 /// Whether `addr` belongs to the engine itself (never probe-able).
@@ -64,7 +99,19 @@ struct KprobesEngine;
 impl kernel::Module for KprobesEngine {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         symbols::init()?;
-        arch::init()?;
+        blacklist::init()?;
+        if let Err(e) = arch::init() {
+            blacklist::exit();
+            return Err(e);
+        }
+        // SAFETY: process context; the notifier block is static.
+        let r = unsafe { kp_helper_register_module_notifier() };
+        if r != 0 {
+            arch::exit();
+            blacklist::exit();
+            return Err(Error::from_errno(r));
+        }
+        debugfs::init()?;
         pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)
     }
@@ -72,8 +119,12 @@ impl kernel::Module for KprobesEngine {
 
 impl Drop for KprobesEngine {
     fn drop(&mut self) {
+        debugfs::exit();
         registry::remove_all();
+        // SAFETY: registered in init.
+        unsafe { kp_helper_unregister_module_notifier() };
         arch::exit();
+        blacklist::exit();
         pr_info!("engine unloaded\n");
     }
 }

@@ -12,12 +12,20 @@
 #include <linux/vmalloc.h>
 #include <linux/mm.h>
 #include <linux/uaccess.h>
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+#include <linux/notifier.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
 
 EXPORT_SYMBOL_GPL(kp_register_kprobe);
 EXPORT_SYMBOL_GPL(kp_unregister_kprobe);
+EXPORT_SYMBOL_GPL(kp_register_kprobes);
+EXPORT_SYMBOL_GPL(kp_unregister_kprobes);
+EXPORT_SYMBOL_GPL(kp_enable_kprobe);
+EXPORT_SYMBOL_GPL(kp_disable_kprobe);
+EXPORT_SYMBOL_GPL(kp_blacklisted);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
 
 /* Serialises registration, unregistration and text patching. */
@@ -79,4 +87,105 @@ bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 	ret = fn(addr) != NULL;
 	preempt_enable();
 	return ret;
+}
+
+/* ---- module notifier: Rust sees (event, module) ---- */
+
+void kp_module_event(unsigned long event, struct module *mod);
+
+static int kp_module_notify_c(struct notifier_block *nb, unsigned long event,
+			      void *data)
+{
+	kp_module_event(event, data);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block kp_module_nb = {
+	.notifier_call = kp_module_notify_c,
+};
+
+int kp_helper_register_module_notifier(void)
+{
+	return register_module_notifier(&kp_module_nb);
+}
+
+void kp_helper_unregister_module_notifier(void)
+{
+	unregister_module_notifier(&kp_module_nb);
+}
+
+bool kp_helper_within_module(unsigned long addr, struct module *mod)
+{
+	return within_module(addr, mod);
+}
+
+const char *kp_helper_module_name(struct module *mod)
+{
+	return mod->name;
+}
+
+/* ---- debugfs: seq_file files whose content Rust writes ---- */
+
+/* Rust: writes the file's content through kp_helper_seq_write(). */
+int kp_debugfs_show(struct seq_file *m, unsigned long which);
+/* Rust: handles a write; returns bytes consumed or -errno. */
+long kp_debugfs_write(unsigned long which, const char *buf, size_t len);
+
+static int kp_seq_show(struct seq_file *m, void *v)
+{
+	return kp_debugfs_show(m, (unsigned long)m->private);
+}
+
+static int kp_seq_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, kp_seq_show, inode->i_private);
+}
+
+static ssize_t kp_seq_write(struct file *file, const char __user *ubuf,
+			    size_t count, loff_t *ppos)
+{
+	struct seq_file *m = file->private_data;
+	char buf[64];
+	size_t n = min(count, sizeof(buf) - 1);
+	long ret;
+
+	if (copy_from_user(buf, ubuf, n))
+		return -EFAULT;
+	buf[n] = '\0';
+	ret = kp_debugfs_write((unsigned long)m->private, buf, n);
+	return ret < 0 ? ret : count;
+}
+
+static const struct file_operations kp_seq_fops = {
+	.owner = THIS_MODULE,
+	.open = kp_seq_open,
+	.read = seq_read,
+	.write = kp_seq_write,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+static struct dentry *kp_debugfs_dir;
+
+/* Creates /sys/kernel/debug/<dir>/ (not "kprobes": the kernel's own). */
+int kp_helper_debugfs_init(const char *dir)
+{
+	kp_debugfs_dir = debugfs_create_dir(dir, NULL);
+	return IS_ERR(kp_debugfs_dir) ? PTR_ERR(kp_debugfs_dir) : 0;
+}
+
+void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which)
+{
+	debugfs_create_file(name, mode, kp_debugfs_dir, (void *)which,
+			    &kp_seq_fops);
+}
+
+void kp_helper_debugfs_exit(void)
+{
+	debugfs_remove(kp_debugfs_dir);
+}
+
+void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len)
+{
+	seq_write(m, data, len);
 }

@@ -21,6 +21,17 @@ void *kp_helper_vmap_page(void *page);
 bool kp_helper_within_this_module(unsigned long addr);
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr);
 
+int kp_helper_register_module_notifier(void);
+void kp_helper_unregister_module_notifier(void);
+struct module;
+bool kp_helper_within_module(unsigned long addr, struct module *mod);
+const char *kp_helper_module_name(struct module *mod);
+struct seq_file;
+int kp_helper_debugfs_init(const char *dir);
+void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which);
+void kp_helper_debugfs_exit(void);
+void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
+
 /* arch/x86_64/helpers.c */
 int kp_helper_register_die_notifier(void);
 void kp_helper_unregister_die_notifier(void);

@@ -6,7 +6,7 @@
 //! cannot expand); this file owns its layout. It is only touched from the trap
 //! path, which runs with interrupts off on one CPU, so plain accesses suffice.
 
-use crate::registry::Probe;
+use crate::registry::Point;
 use kernel::build_assert;
 
 /// What a frame is doing (plain integers so that a zeroed area is valid).
@@ -23,7 +23,7 @@ pub(crate) mod stage {
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(crate) struct Frame {
-    pub(crate) probe: *const Probe,
+    pub(crate) point: *const Point,
     pub(crate) stage: usize,
     /// Arch state saved across the step (x86_64: the interrupt flag).
     pub(crate) saved: usize,

@@ -1,43 +1,106 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The probe registry and the arch-independent hit path.
+//! The probe registry: probe points, aggregation, enable/disable, lifecycle.
 //!
-//! Registration resolves and validates the address, lets the arch backend
-//! prepare the instruction, publishes the probe in a fixed table and arms it.
-//! The trap path looks probes up without locks: a slot is an `AtomicPtr`, and
-//! a probe is freed only after it left the table and `synchronize_rcu()`
-//! returned (trap handlers run with interrupts off, which RCU waits for).
+//! A *point* is one probed address: the prepared instruction, whether the
+//! breakpoint is armed, and the list of client *probes* on it, in registration
+//! order (several probes on one address share one breakpoint, like the
+//! kernel's aggregate kprobes). Points live in a hash table of singly linked
+//! chains.
 //!
-//! Not yet here (see README status): several probes on one address
-//! (aggregation), enable/disable, batch registration, module lifecycle.
+//! Concurrency: every change happens under the registration mutex (process
+//! context). The trap path ([`crate::hit`]) reads without locks: chain links
+//! and probe lists are published with release stores and read with acquire
+//! loads; anything unpublished is freed only after `synchronize_rcu()`, which
+//! waits for every trap handler (they run with interrupts off) and every CPU
+//! still executing an out-of-line copy (also with interrupts off).
+//! Probe lists are copy-on-write: a change builds a new list, publishes it,
+//! waits a grace period, then frees the old one.
 
-use crate::abi::KpKprobe;
+use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_GONE};
 use crate::arch;
-use crate::percpu::{self, stage, Frame, MAX_DEPTH};
 use crate::symbols;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
-use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::str::CStr;
 
-/// Most probes armed at once.
-pub(crate) const MAX_PROBES: usize = 512;
-
-/// One armed probe.
+/// One client probe (the engine's side of a `struct kp_kprobe`).
 pub(crate) struct Probe {
-    /// The probed address.
-    pub(crate) addr: usize,
-    /// The client's description; it outlives the registration.
-    user: *mut KpKprobe,
-    /// The prepared instruction.
-    pub(crate) insn: arch::ArchInsn,
+    /// The client's description; valid until it is unregistered.
+    pub(crate) user: *mut KpKprobe,
+    /// The point this probe sits on; null once the text went away (GONE).
+    point: AtomicPtr<Point>,
+    /// Registered but not armed.
+    pub(crate) disabled: AtomicBool,
     /// Hits whose handlers ran.
-    hits: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    /// Hits whose handlers were skipped (re-entry).
+    pub(crate) missed: AtomicU64,
+    /// Next in the list of all probes (registration lock).
+    next_all: *mut Probe,
+    /// Where the client's struct and handlers were at registration: if a
+    /// module holding any of them unloads, the probe goes with it.
+    owner_addrs: [usize; 3],
 }
 
-static TABLE: [AtomicPtr<Probe>; MAX_PROBES] = [const { AtomicPtr::new(null_mut()) }; MAX_PROBES];
+impl Probe {
+    /// Counts a missed hit here and in the client's `nmissed`.
+    pub(crate) fn count_missed(&self) {
+        self.missed.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `user` is valid while registered; `nmissed` is a naturally
+        // aligned `unsigned long`, so it can be updated atomically.
+        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user).nmissed)) }
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The probes on one point, in registration order.
+pub(crate) type ProbeList = KVec<*const Probe>;
+
+/// One probed address.
+pub(crate) struct Point {
+    /// The probed address.
+    pub(crate) addr: usize,
+    /// The prepared instruction.
+    pub(crate) insn: arch::ArchInsn,
+    /// The probes here; never empty while the point is in the table.
+    list: AtomicPtr<ProbeList>,
+    /// Whether the breakpoint is in the text.
+    armed: AtomicBool,
+    /// Next point in the hash chain.
+    next: AtomicPtr<Point>,
+}
+
+impl Point {
+    /// The probes on this point. Trap path, or registration lock held.
+    pub(crate) fn probes(&self) -> &[*const Probe] {
+        let l = self.list.load(Ordering::Acquire);
+        // SAFETY: a published list stays valid for a grace period after it
+        // is replaced; our callers are the trap path (IRQs off) or hold the
+        // registration lock (no concurrent replacement).
+        unsafe { (*l).as_slice() }
+    }
+}
+
+const HASH_BITS: u32 = 10;
+static TABLE: [AtomicPtr<Point>; 1 << HASH_BITS] =
+    [const { AtomicPtr::new(null_mut()) }; 1 << HASH_BITS];
+
+fn bucket(addr: usize) -> &'static AtomicPtr<Point> {
+    let h = (addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - HASH_BITS);
+    &TABLE[h as usize]
+}
+
+/// Every registered probe, GONE ones included (registration lock).
+struct AllProbes(*mut Probe);
+// SAFETY: only accessed under the registration lock.
+unsafe impl Sync for AllProbes {}
+static mut ALL: AllProbes = AllProbes(null_mut());
+
+/// Whether probes are armed at all (debugfs `enabled`).
+static GLOBAL_ENABLED: AtomicBool = AtomicBool::new(true);
 
 extern "C" {
     fn kp_helper_reg_lock();
@@ -45,39 +108,71 @@ extern "C" {
 }
 
 /// Holds the registration mutex.
-struct RegGuard;
+///
+/// INVARIANT: while a `RegGuard` exists, this task holds the mutex.
+pub(crate) struct RegGuard(());
 
 impl RegGuard {
-    fn lock() -> Self {
+    /// Takes the registration mutex. Process context.
+    pub(crate) fn lock() -> Self {
         // SAFETY: process context (all callers are registration paths).
         unsafe { kp_helper_reg_lock() };
-        RegGuard
+        RegGuard(())
     }
 }
 
 impl Drop for RegGuard {
     fn drop(&mut self) {
-        // SAFETY: we hold the lock (INVARIANT of `RegGuard`).
+        // SAFETY: we hold the lock (type invariant).
         unsafe { kp_helper_reg_unlock() };
     }
 }
 
-/// Finds the probe at `addr`. Lock-free; call from the trap path.
-pub(crate) fn lookup(addr: usize) -> Option<&'static Probe> {
-    for slot in &TABLE {
-        let p = slot.load(Ordering::Acquire);
-        if p.is_null() {
-            continue;
+/// Finds the point at `addr`. Lock-free; trap path or registration lock.
+pub(crate) fn lookup(addr: usize) -> Option<&'static Point> {
+    let mut p = bucket(addr).load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: a point reachable from the table is freed only after it was
+        // unlinked and a grace period passed; see the module docs.
+        let point = unsafe { &*p };
+        if point.addr == addr {
+            return Some(point);
         }
-        // SAFETY: a non-null table entry points to a live `Probe`; it is freed
-        // only after leaving the table and an RCU grace period, and callers
-        // are the trap path (interrupts off) or hold the registration lock.
-        let probe = unsafe { &*p };
-        if probe.addr == addr {
-            return Some(probe);
-        }
+        p = point.next.load(Ordering::Acquire);
     }
     None
+}
+
+/// Calls `f` on every point. Registration lock held.
+fn for_each_point(_g: &RegGuard, mut f: impl FnMut(&'static Point)) {
+    for b in &TABLE {
+        let mut p = b.load(Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: under the lock nothing is freed.
+            let point = unsafe { &*p };
+            p = point.next.load(Ordering::Acquire);
+            f(point);
+        }
+    }
+}
+
+/// Calls `f` on every registered probe. Registration lock held.
+fn for_each_probe(_g: &RegGuard, mut f: impl FnMut(&Probe)) {
+    // SAFETY: `ALL` is only used under the registration lock.
+    let mut p = unsafe { (*core::ptr::addr_of!(ALL)).0 };
+    while !p.is_null() {
+        // SAFETY: under the lock nothing is freed.
+        let probe = unsafe { &*p };
+        p = probe.next_all;
+        f(probe);
+    }
+}
+
+/// Waits until no CPU can be in a trap handler or an out-of-line copy that
+/// started before this call.
+fn synchronize() {
+    // SAFETY: process context.
+    unsafe { bindings::synchronize_rcu() };
 }
 
 /// Resolves where `p` asks to probe, before any validation.
@@ -89,18 +184,13 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
         (true, false) => {
             // SAFETY: the client promises a NUL-terminated string.
             let name = unsafe { CStr::from_char_ptr(p.symbol_name) };
+            let shown = name.to_str().unwrap_or("?");
             if crate::ksym::parse_sym_spec(name.as_bytes()).is_none() {
-                pr_err!(
-                    "'{}' is not a symbol name\n",
-                    name.to_str().unwrap_or("?")
-                );
+                pr_err!("'{}' is not a symbol name\n", shown);
                 return Err(EINVAL);
             }
             let Some(base) = symbols::lookup_name(name) else {
-                pr_err!(
-                    "unknown symbol '{}'\n",
-                    name.to_str().unwrap_or("?")
-                );
+                pr_err!("unknown symbol '{}'\n", shown);
                 return Err(ENOENT);
             };
             // An offset past the function's end is caught by `validate`.
@@ -117,7 +207,7 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
     }
 }
 
-/// Checks that `addr` is in text and finds its function.
+/// Checks that `addr` is probe-able text and finds its function.
 fn validate(addr: usize) -> Result<symbols::Symbol> {
     let Some(sym) = symbols::symbol_at(addr) else {
         pr_err!("{:#x} is in no symbol\n", addr);
@@ -140,86 +230,318 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
         );
         return Err(EINVAL);
     }
-    if crate::is_engine_address(addr) {
-        pr_err!("{} is the engine's own code\n", sym.text());
+    if let Some(reason) = crate::blacklist::check(addr) {
+        pr_err!(
+            "{} is blacklisted: {}\n",
+            sym.text(),
+            reason.to_str().unwrap_or("?")
+        );
         return Err(EINVAL);
     }
     Ok(sym)
 }
 
-fn do_register(p: &mut KpKprobe) -> Result {
-    if !p.kp_private.is_null() {
-        pr_err!("probe {:p} is already registered\n", p);
-        return Err(EINVAL);
+/// Whether `point`'s breakpoint should be in the text.
+fn wants_armed(point: &Point) -> bool {
+    GLOBAL_ENABLED.load(Ordering::Relaxed)
+        && point.probes().iter().any(|&p| {
+            // SAFETY: listed probes are live under the registration lock.
+            !unsafe { &*p }.disabled.load(Ordering::Relaxed)
+        })
+}
+
+/// Arms or disarms `point` to match [`wants_armed`]. Registration lock held.
+fn sync_armed(_g: &RegGuard, point: &Point) -> Result {
+    let want = wants_armed(point);
+    if want != point.armed.load(Ordering::Relaxed) {
+        if want {
+            arch::arm(point.addr, &point.insn)?;
+        } else {
+            arch::disarm(point.addr, &point.insn)?;
+        }
+        point.armed.store(want, Ordering::Relaxed);
     }
-    let mut addr = requested_address(p)?;
-    let sym = validate(addr)?;
-    if addr == sym.start {
-        // Function entry: step over what the arch reserves there (ftrace site).
-        addr = arch::entry_probe_address(sym.start, sym.size);
+    Ok(())
+}
+
+/// Builds a list from `old` plus `add`, minus `remove`.
+fn new_list(
+    old: &[*const Probe],
+    add: Option<*const Probe>,
+    remove: *const Probe,
+) -> Result<KBox<ProbeList>> {
+    let mut v = KVec::with_capacity(old.len() + 1, GFP_KERNEL)?;
+    for &p in Iterator::chain(old.iter().filter(|&&p| p != remove), add.iter()) {
+        v.push(p, GFP_KERNEL)?;
     }
-    let _guard = RegGuard::lock();
-    if lookup(addr).is_some() {
-        pr_err!(
-            "{} already has a probe (aggregation not yet supported)\n",
-            sym.text()
-        );
-        return Err(EBUSY);
+    Ok(KBox::new(v, GFP_KERNEL)?)
+}
+
+/// Replaces `point`'s list, waits for readers of the old one, frees it.
+fn replace_list(point: &Point, new: KBox<ProbeList>) {
+    let old = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
+    synchronize();
+    // SAFETY: unpublished and a grace period passed.
+    drop(unsafe { KBox::from_raw(old) });
+}
+
+/// Unlinks `point` from its chain. Registration lock held.
+fn unlink(_g: &RegGuard, point: &Point) {
+    let target = point as *const Point as *mut Point;
+    let mut link = bucket(point.addr);
+    loop {
+        let p = link.load(Ordering::Relaxed);
+        if p.is_null() {
+            return;
+        }
+        if p == target {
+            link.store(point.next.load(Ordering::Relaxed), Ordering::Release);
+            return;
+        }
+        // SAFETY: under the lock chain members are live.
+        link = unsafe { &(*p).next };
     }
-    let free = TABLE
-        .iter()
-        .find(|s| s.load(Ordering::Relaxed).is_null())
-        .ok_or(ENOSPC)?;
-    let insn = arch::prepare(addr, sym.start, sym.size)?;
-    let probe = match KBox::new(
+}
+
+/// Frees an unlinked point after a grace period.
+fn free_point(g: &RegGuard, point: &'static Point) {
+    synchronize();
+    let p = point as *const Point as *mut Point;
+    // SAFETY: unlinked (by the caller) and a grace period passed; nothing
+    // else refers to it.
+    let b = unsafe { KBox::from_raw(p) };
+    // SAFETY: as above, for its list.
+    drop(unsafe { KBox::from_raw(b.list.load(Ordering::Relaxed)) });
+    arch::release(b.insn);
+    let _ = g;
+}
+
+fn add_to_all(_g: &RegGuard, probe: *mut Probe) {
+    // SAFETY: registration lock held; `probe` is live.
+    unsafe {
+        (*probe).next_all = (*core::ptr::addr_of!(ALL)).0;
+        (*core::ptr::addr_of_mut!(ALL)).0 = probe;
+    }
+}
+
+fn remove_from_all(_g: &RegGuard, probe: *mut Probe) {
+    // SAFETY: registration lock held; list members are live.
+    unsafe {
+        let mut link: *mut *mut Probe = core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ALL)).0);
+        while !(*link).is_null() {
+            if *link == probe {
+                *link = (*probe).next_all;
+                return;
+            }
+            link = core::ptr::addr_of_mut!((**link).next_all);
+        }
+    }
+}
+
+fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::Symbol) -> Result {
+    let disabled = p.flags & KP_FLAG_DISABLED != 0;
+    let probe = KBox::into_raw(KBox::new(
         Probe {
-            addr,
             user: p,
-            insn,
+            point: AtomicPtr::new(null_mut()),
+            disabled: AtomicBool::new(disabled),
             hits: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            next_all: null_mut(),
+            owner_addrs: [
+                p as *const KpKprobe as usize,
+                p.pre_handler.map_or(0, |f| f as usize),
+                p.post_handler.map_or(0, |f| f as usize),
+            ],
         },
         GFP_KERNEL,
-    ) {
-        Ok(b) => KBox::into_raw(b),
-        Err(e) => {
-            arch::release(insn);
-            return Err(e.into());
+    )?);
+    // SAFETY: just allocated; freed on the error paths below only.
+    let free_probe = || drop(unsafe { KBox::from_raw(probe) });
+
+    let point: &'static Point = match lookup(addr) {
+        Some(point) => {
+            // Join the aggregate.
+            let list = match new_list(point.probes(), Some(probe), core::ptr::null()) {
+                Ok(l) => l,
+                Err(e) => {
+                    free_probe();
+                    return Err(e);
+                }
+            };
+            replace_list(point, list);
+            point
+        }
+        None => {
+            let insn = match arch::prepare(addr, sym.start, sym.size) {
+                Ok(i) => i,
+                Err(e) => {
+                    free_probe();
+                    return Err(e);
+                }
+            };
+            let made = new_list(&[], Some(probe), core::ptr::null()).and_then(|list| {
+                Ok(KBox::new(
+                    Point {
+                        addr,
+                        insn,
+                        list: AtomicPtr::new(KBox::into_raw(list)),
+                        armed: AtomicBool::new(false),
+                        next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
+                    },
+                    GFP_KERNEL,
+                )?)
+            });
+            let point = match made {
+                Ok(b) => KBox::into_raw(b),
+                Err(e) => {
+                    arch::release(insn);
+                    free_probe();
+                    return Err(e);
+                }
+            };
+            bucket(addr).store(point, Ordering::Release);
+            // SAFETY: just published; only the registration path frees it.
+            unsafe { &*point }
         }
     };
-    free.store(probe, Ordering::Release);
-    // SAFETY: `probe` was just allocated and published; only we free it.
-    if let Err(e) = arch::arm(addr, unsafe { &(*probe).insn }) {
-        free.store(null_mut(), Ordering::Release);
-        // SAFETY: nothing armed, so no CPU can hold the pointer.
-        let b = unsafe { KBox::from_raw(probe) };
-        arch::release(b.insn);
+    // SAFETY: `probe` is live.
+    unsafe {
+        (*probe)
+            .point
+            .store(point as *const _ as *mut _, Ordering::Release)
+    };
+    if let Err(e) = sync_armed(g, point) {
+        // Undo: take the probe off the point again.
+        detach(g, probe);
+        free_probe();
         return Err(e);
     }
+    add_to_all(g, probe);
     p.addr = addr as *mut _;
     p.kp_private = probe.cast();
     Ok(())
 }
 
-/// `kp_register_kprobe()`: registers and arms a probe.
+/// Takes `probe` off its point; the last probe out disarms and frees the
+/// point. Returns after a grace period: no CPU runs the probe's handlers.
+fn detach(g: &RegGuard, probe: *mut Probe) {
+    // SAFETY: `probe` is live under the lock.
+    let pp = unsafe { (*probe).point.swap(null_mut(), Ordering::AcqRel) };
+    if pp.is_null() {
+        return; // GONE: already off any point
+    }
+    // SAFETY: points are live under the lock.
+    let point: &'static Point = unsafe { &*pp };
+    if point.probes().len() == 1 {
+        if point.armed.load(Ordering::Relaxed) {
+            if let Err(e) = arch::disarm(point.addr, &point.insn) {
+                // Cannot restore the text: keep the point (and its copy)
+                // alive forever rather than free what a CPU may still use.
+                pr_err!(
+                    "cannot restore text at {:#x}: {:?}; leaking it\n",
+                    point.addr,
+                    e
+                );
+                return;
+            }
+            point.armed.store(false, Ordering::Relaxed);
+        }
+        unlink(g, point);
+        free_point(g, point);
+    } else {
+        match new_list(point.probes(), None, probe) {
+            Ok(list) => replace_list(point, list),
+            Err(_) => {
+                // Out of memory: mark it disabled and leave it listed; the
+                // hit path skips disabled probes. Keep the record alive.
+                // SAFETY: `probe` is live.
+                unsafe { (*probe).disabled.store(true, Ordering::Relaxed) };
+                pr_err!("out of memory detaching a probe at {:#x}\n", point.addr);
+            }
+        }
+        let _ = sync_armed(g, point);
+        synchronize();
+    }
+}
+
+/// Whether `probe` is a registered probe's record. Registration lock held.
+fn is_registered(g: &RegGuard, probe: *const Probe) -> bool {
+    let mut known = false;
+    for_each_probe(g, |q| known |= core::ptr::eq(q, probe));
+    known
+}
+
+/// Detaches, unlists and frees a registered probe's record. Does not touch
+/// the client's struct.
+fn drop_probe(g: &RegGuard, probe: *mut Probe) {
+    detach(g, probe);
+    remove_from_all(g, probe);
+    // SAFETY: detached, unlisted, and a grace period passed in `detach`.
+    drop(unsafe { KBox::from_raw(probe) });
+}
+
+fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) {
+    let probe = p.kp_private.cast::<Probe>();
+    if !is_registered(g, probe) {
+        pr_err!("unregister of unknown probe {:p}\n", p);
+        return;
+    }
+    drop_probe(g, probe);
+    p.kp_private = null_mut();
+}
+
+/// Validates a client's struct before registration.
+fn check_new(p: &KpKprobe) -> Result {
+    if !p.kp_private.is_null() {
+        pr_err!("probe {:p} is already registered\n", p);
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Where `p` will really probe (entry adjustment included), validated, and
+/// the function it is in.
+fn resolve(p: &KpKprobe) -> Result<(usize, symbols::Symbol)> {
+    let addr = requested_address(p)?;
+    let sym = validate(addr)?;
+    let addr = if addr == sym.start {
+        // Function entry: step over what the arch reserves there (ftrace site).
+        arch::entry_probe_address(sym.start, sym.size)
+    } else {
+        addr
+    };
+    Ok((addr, sym))
+}
+
+fn register(p: &mut KpKprobe) -> Result {
+    check_new(p)?;
+    let (addr, sym) = resolve(p)?;
+    let g = RegGuard::lock();
+    register_locked(&g, p, addr, &sym)
+}
+
+/// `kp_register_kprobe()`: registers (and, unless `KP_FLAG_DISABLED`, arms) a
+/// probe.
 ///
 /// # Safety
 ///
 /// `p` is null or points to a `KpKprobe` that stays valid and unmoved until
 /// `kp_unregister_kprobe(p)` returns.
 #[no_mangle]
-pub unsafe extern "C" fn kp_register_kprobe(p: *mut KpKprobe) -> c_int {
+pub unsafe extern "C" fn kp_register_kprobe(p: *mut KpKprobe) -> kernel::ffi::c_int {
     // SAFETY: per the function's contract.
     let Some(p) = (unsafe { p.as_mut() }) else {
         return EINVAL.to_errno();
     };
-    match do_register(p) {
+    match register(p) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
 }
 
-/// `kp_unregister_kprobe()`: disarms and forgets a probe; on return no CPU runs
-/// its handlers.
+/// `kp_unregister_kprobe()`: disarms and forgets a probe; on return no CPU
+/// runs its handlers.
 ///
 /// # Safety
 ///
@@ -230,143 +552,245 @@ pub unsafe extern "C" fn kp_unregister_kprobe(p: *mut KpKprobe) {
     let Some(p) = (unsafe { p.as_mut() }) else {
         return;
     };
+    if p.kp_private.is_null() {
+        return;
+    }
+    let g = RegGuard::lock();
+    unregister_locked(&g, p);
+}
+
+/// `kp_register_kprobes()`: registers `num` probes, all or nothing: when one
+/// fails, those already registered are unregistered and its error returned.
+///
+/// # Safety
+///
+/// `kps` points to `num` pointers, each valid as for `kp_register_kprobe()`.
+#[no_mangle]
+pub unsafe extern "C" fn kp_register_kprobes(
+    kps: *mut *mut KpKprobe,
+    num: kernel::ffi::c_int,
+) -> kernel::ffi::c_int {
+    if kps.is_null() || num <= 0 {
+        return EINVAL.to_errno();
+    }
+    for i in 0..num as usize {
+        // SAFETY: per the function's contract.
+        let r = unsafe { kp_register_kprobe(*kps.add(i)) };
+        if r != 0 {
+            for j in (0..i).rev() {
+                // SAFETY: registered just above.
+                unsafe { kp_unregister_kprobe(*kps.add(j)) };
+            }
+            return r;
+        }
+    }
+    0
+}
+
+/// `kp_unregister_kprobes()`.
+///
+/// # Safety
+///
+/// `kps` points to `num` pointers to probes (registered or not).
+#[no_mangle]
+pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: kernel::ffi::c_int) {
+    if kps.is_null() {
+        return;
+    }
+    for i in 0..num.max(0) as usize {
+        // SAFETY: per the function's contract.
+        unsafe { kp_unregister_kprobe(*kps.add(i)) };
+    }
+}
+
+fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
     let probe = p.kp_private.cast::<Probe>();
-    if probe.is_null() {
-        return;
+    let g = RegGuard::lock();
+    if !is_registered(&g, probe) {
+        return Err(EINVAL);
     }
-    let guard = RegGuard::lock();
-    let Some(slot) = TABLE.iter().find(|s| s.load(Ordering::Relaxed) == probe) else {
-        pr_err!("unregister of unknown probe {:p}\n", p);
-        return;
-    };
-    remove(slot, guard);
-    p.kp_private = null_mut();
+    // SAFETY: a known probe is live under the lock.
+    let probe = unsafe { &*probe };
+    if p.flags & KP_FLAG_GONE != 0 {
+        return Err(EINVAL);
+    }
+    probe.disabled.store(disabled, Ordering::Relaxed);
+    if disabled {
+        p.flags |= KP_FLAG_DISABLED;
+    } else {
+        p.flags &= !KP_FLAG_DISABLED;
+    }
+    let pp = probe.point.load(Ordering::Relaxed);
+    if !pp.is_null() {
+        // SAFETY: points are live under the lock.
+        sync_armed(&g, unsafe { &*pp })?;
+    }
+    if disabled {
+        // On return the handlers no longer run anywhere.
+        synchronize();
+    }
+    Ok(())
 }
 
-/// Disarms the probe in `slot`, waits for every CPU to leave it, frees it.
-fn remove(slot: &AtomicPtr<Probe>, guard: RegGuard) {
-    let probe = slot.load(Ordering::Relaxed);
-    // SAFETY: `probe` is live while in the table and we hold the lock.
-    let addr = unsafe { (*probe).addr };
-    // SAFETY: as above.
-    if let Err(e) = arch::disarm(addr, unsafe { &(*probe).insn }) {
-        // Leave it in the table: the breakpoint may still be there.
-        pr_err!("cannot restore text at {:#x}: {:?}\n", addr, e);
-        return;
+/// `kp_disable_kprobe()`: keeps the probe registered but stops its handlers;
+/// the original instruction is restored when no enabled probe is left there.
+///
+/// # Safety
+///
+/// `p` is null or a registered probe.
+#[no_mangle]
+pub unsafe extern "C" fn kp_disable_kprobe(p: *mut KpKprobe) -> kernel::ffi::c_int {
+    // SAFETY: per the function's contract.
+    match unsafe { p.as_mut() }
+        .ok_or(EINVAL)
+        .and_then(|p| set_disabled(p, true))
+    {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
-    slot.store(null_mut(), Ordering::Release);
-    drop(guard);
-    // SAFETY: process context. After this no trap handler can still use the
-    // probe or be executing its out-of-line copy (both run with IRQs off).
-    unsafe { bindings::synchronize_rcu() };
-    // SAFETY: the probe left the table and a grace period passed.
-    let b = unsafe { KBox::from_raw(probe) };
-    let _guard = RegGuard::lock();
-    arch::release(b.insn);
 }
 
-/// Unregisters every probe (engine unload).
+/// `kp_enable_kprobe()`.
+///
+/// # Safety
+///
+/// `p` is null or a registered probe.
+#[no_mangle]
+pub unsafe extern "C" fn kp_enable_kprobe(p: *mut KpKprobe) -> kernel::ffi::c_int {
+    // SAFETY: per the function's contract.
+    match unsafe { p.as_mut() }
+        .ok_or(EINVAL)
+        .and_then(|p| set_disabled(p, false))
+    {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Arms (true) or disarms (false) every probe at once (debugfs `enabled`).
+pub(crate) fn set_global_enabled(on: bool) -> Result {
+    let g = RegGuard::lock();
+    GLOBAL_ENABLED.store(on, Ordering::Relaxed);
+    let mut r = Ok(());
+    for_each_point(&g, |point| {
+        if let Err(e) = sync_armed(&g, point) {
+            r = Err(e);
+        }
+    });
+    r
+}
+
+/// Whether probes are globally enabled.
+pub(crate) fn global_enabled() -> bool {
+    GLOBAL_ENABLED.load(Ordering::Relaxed)
+}
+
+/// A module is going away: its text loses its probes (they become GONE, the
+/// client unregisters them later), and probes whose handlers or descriptions
+/// live in it are unregistered (their owner forgot to).
+pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
+    let g = RegGuard::lock();
+    let within = |a: usize| crate::within_module(a, module);
+    // Probes owned by the going module: unregister them.
+    loop {
+        let mut victim: *mut Probe = null_mut();
+        for_each_probe(&g, |q| {
+            if q.owner_addrs.iter().any(|&a| a != 0 && within(a)) {
+                victim = q as *const Probe as *mut Probe;
+            }
+        });
+        if victim.is_null() {
+            break;
+        }
+        // SAFETY: a listed record is live.
+        let user = unsafe { (*victim).user };
+        pr_warn!(
+            "module unloading with probe {:p} still registered; unregistering it\n",
+            user
+        );
+        if within(user as usize) {
+            // The struct is module memory, valid until after this notifier.
+            // SAFETY: as just said.
+            unregister_locked(&g, unsafe { &mut *user });
+        } else {
+            drop_probe(&g, victim);
+        }
+    }
+    // Points in the going module's text: mark their probes GONE.
+    loop {
+        let mut gone: Option<&'static Point> = None;
+        for_each_point(&g, |point| {
+            if within(point.addr) {
+                gone = Some(point);
+            }
+        });
+        let Some(point) = gone else { break };
+        for &p in point.probes() {
+            // SAFETY: listed probes are live under the lock.
+            let probe = unsafe { &*p };
+            probe.point.store(null_mut(), Ordering::Release);
+            // SAFETY: the user struct is valid while registered.
+            unsafe { (*probe.user).flags |= KP_FLAG_GONE };
+        }
+        // The text is about to be freed: no need to restore it, but make
+        // sure no CPU still runs the copy before the slot is reused.
+        unlink(&g, point);
+        free_point(&g, point);
+    }
+}
+
+/// Unregisters every probe at engine unload. Only a client bug leaves one
+/// behind (client modules keep the engine loaded while they are), so the
+/// client's struct may be gone: it is not touched.
 pub(crate) fn remove_all() {
-    for slot in &TABLE {
-        let guard = RegGuard::lock();
-        let p = slot.load(Ordering::Relaxed);
-        if p.is_null() {
-            continue;
+    let g = RegGuard::lock();
+    loop {
+        // SAFETY: `ALL` is only used under the registration lock.
+        let first = unsafe { (*core::ptr::addr_of!(ALL)).0 };
+        if first.is_null() {
+            break;
         }
-        // SAFETY: live while in the table; the client's struct is still valid
-        // because the client module holds a reference to us until it is gone.
-        let (user, addr) = unsafe { ((*p).user, (*p).addr) };
-        pr_warn!("probe at {:#x} still registered at unload\n", addr);
-        remove(slot, guard);
-        // SAFETY: see above.
-        unsafe { (*user).kp_private = null_mut() };
+        // SAFETY: listed records are live.
+        let addr = unsafe { (*first).point.load(Ordering::Relaxed) };
+        pr_warn!(
+            "a probe (point {:p}) is still registered at engine unload; removing it\n",
+            addr
+        );
+        drop_probe(&g, first);
     }
 }
 
-/// Trap path: a breakpoint at `addr` fired. Returns whether it was ours; if
-/// so `regs` now says where to resume.
-pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
-    let Some(probe) = lookup(addr) else {
-        return false;
-    };
-    // SAFETY: trap context, interrupts off.
-    let cpu = unsafe { percpu::this_cpu() };
-    if cpu.depth >= MAX_DEPTH {
-        // Cannot track another level; let the kernel report it loudly.
-        return false;
-    }
-    let user = probe.user;
-    if cpu.depth > 0 {
-        // A probe hit while this CPU handles another one: count it, skip the
-        // handlers, still run the instruction.
-        // SAFETY: `user` outlives the registration.
-        unsafe { (*user).nmissed = (*user).nmissed.wrapping_add(1) };
-        push_and_step(cpu, probe, stage::STEPPING_MISSED, regs);
-        return true;
-    }
-    cpu.frames[0] = Frame {
-        probe,
-        stage: stage::HANDLERS,
-        saved: 0,
-    };
-    cpu.depth = 1;
-    probe.hits.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: `user` outlives the registration.
-    if let Some(pre) = unsafe { (*user).pre_handler } {
-        // SAFETY: the handler contract of kp_pre_handler_t.
-        if unsafe { pre(user, regs) } != 0 {
-            // The handler redirected execution: no step, no post handler.
-            cpu.depth = 0;
-            return true;
+/// One line per probe for debugfs `list`.
+pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    let g = RegGuard::lock();
+    let mut r = Ok(());
+    for_each_probe(&g, |q| {
+        if r.is_err() {
+            return;
         }
-    }
-    cpu.depth = 0;
-    push_and_step(cpu, probe, stage::STEPPING, regs);
-    true
-}
-
-fn push_and_step(
-    cpu: &mut percpu::CpuState,
-    probe: &Probe,
-    stage: usize,
-    regs: &mut bindings::pt_regs,
-) {
-    let f = &mut cpu.frames[cpu.depth];
-    f.probe = probe;
-    f.stage = stage;
-    arch::setup_step(probe.addr, &probe.insn, regs, &mut f.saved);
-    cpu.depth += 1;
-}
-
-/// Trap path: a breakpoint at `addr` fired; if it ends the displaced copy this
-/// CPU is stepping, finish the step and run the post handler.
-pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
-    // SAFETY: trap context, interrupts off.
-    let cpu = unsafe { percpu::this_cpu() };
-    if cpu.depth == 0 {
-        return false;
-    }
-    let f = cpu.frames[cpu.depth - 1];
-    if f.stage != stage::STEPPING && f.stage != stage::STEPPING_MISSED {
-        return false;
-    }
-    // SAFETY: the frame's probe cannot be freed while this CPU steps it.
-    let probe = unsafe { &*f.probe };
-    if !arch::is_step_done(addr, &probe.insn) {
-        return false;
-    }
-    arch::finish_step(probe.addr, &probe.insn, regs, f.saved);
-    cpu.depth -= 1;
-    if f.stage == stage::STEPPING {
-        let user = probe.user;
-        // SAFETY: `user` outlives the registration.
-        if let Some(post) = unsafe { (*user).post_handler } {
-            cpu.frames[cpu.depth].stage = stage::HANDLERS;
-            cpu.depth += 1;
-            // SAFETY: the handler contract of kp_post_handler_t.
-            unsafe { post(user, regs, 0 as c_ulong) };
-            cpu.depth -= 1;
-        }
-    }
-    true
+        // SAFETY: the user struct is valid while registered.
+        let u = unsafe { &*q.user };
+        let pp = q.point.load(Ordering::Relaxed);
+        let addr = u.addr as usize;
+        let sym = symbols::symbol_at(addr);
+        r = (|| {
+            write!(w, "{:016x}  k  ", addr)?;
+            match &sym {
+                Some(s) => s.write_short(w)?,
+                None => write!(w, "{:#x}", addr)?,
+            }
+            if pp.is_null() {
+                write!(w, "  [GONE]")?;
+            } else if q.disabled.load(Ordering::Relaxed) {
+                write!(w, "  [DISABLED]")?;
+            }
+            writeln!(
+                w,
+                "  hits={} missed={}",
+                q.hits.load(Ordering::Relaxed),
+                q.missed.load(Ordering::Relaxed)
+            )
+        })();
+    });
+    r
 }

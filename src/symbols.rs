@@ -15,7 +15,7 @@ use crate::ksym::{parse_sprint_symbol, SymInfo};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::ffi::{c_char, c_ulong};
-use kernel::{c_str, prelude::*};
+use kernel::{c_str, prelude::*, str::CStr};
 
 /// `KSYM_SYMBOL_LEN` rounded up: room for `name+off/size [module buildid]`.
 const SYM_BUF: usize = 1024;
@@ -26,6 +26,8 @@ const MAX_WALK: usize = 256;
 type LookupNameFn = unsafe extern "C" fn(*const c_char) -> c_ulong;
 
 static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
+static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
+static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
 static MODULE_TEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
 static STEXT: AtomicUsize = AtomicUsize::new(0);
 static ETEXT: AtomicUsize = AtomicUsize::new(0);
@@ -46,6 +48,19 @@ impl Symbol {
     pub(crate) fn text(&self) -> &str {
         let end = self.buf.iter().position(|&c| c == 0).unwrap_or(0);
         core::str::from_utf8(&self.buf[..end]).unwrap_or("?")
+    }
+
+    /// Writes `name+0xoff [module]` (the kernel's `%pS` without the size).
+    pub(crate) fn write_short(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        let Some(i) = parse_sprint_symbol(&self.buf) else {
+            return w.write_str("?");
+        };
+        let name = core::str::from_utf8(i.name).unwrap_or("?");
+        write!(w, "{}+{:#x}", name, i.offset)?;
+        if let Some(m) = i.module {
+            write!(w, " [{}]", core::str::from_utf8(m).unwrap_or("?"))?;
+        }
+        Ok(())
     }
 
     /// The symbol's name.
@@ -102,10 +117,7 @@ pub(crate) fn init() -> Result {
     LOOKUP_NAME.store(f, Ordering::Release);
     // Cross-check the walk before trusting it.
     if lookup_name(c_str!("sprint_symbol")) != Some(bindings::sprint_symbol as *const () as usize) {
-        pr_err!(
-            "kallsyms_lookup_name at {:#x} gives wrong results\n",
-            f
-        );
+        pr_err!("kallsyms_lookup_name at {:#x} gives wrong results\n", f);
         LOOKUP_NAME.store(0, Ordering::Release);
         return Err(ENOENT);
     }
@@ -119,6 +131,17 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     MODULE_TEXT_ADDRESS.store(m, Ordering::Release);
+    // Not exported; used once at load to enumerate the blacklist.
+    let Some(each) = lookup_name(c_str!("kallsyms_on_each_symbol")) else {
+        pr_err!("cannot resolve kallsyms_on_each_symbol\n");
+        return Err(ENOENT);
+    };
+    ON_EACH_SYMBOL.store(each, Ordering::Release);
+    let Some(each) = lookup_name(c_str!("kallsyms_on_each_match_symbol")) else {
+        pr_err!("cannot resolve kallsyms_on_each_match_symbol\n");
+        return Err(ENOENT);
+    };
+    ON_EACH_MATCH.store(each, Ordering::Release);
     STEXT.store(s, Ordering::Relaxed);
     ETEXT.store(e, Ordering::Relaxed);
     Ok(())
@@ -149,6 +172,76 @@ pub(crate) fn in_module_text(addr: usize) -> bool {
     // SAFETY: `f` is `__module_text_address`, resolved and non-zero after
     // `init`; the helper calls it with preemption disabled as it requires.
     f != 0 && unsafe { kp_helper_is_module_text(f, addr) }
+}
+
+type EachSymbolFn = unsafe extern "C" fn(
+    unsafe extern "C" fn(*mut kernel::ffi::c_void, *const c_char, c_ulong) -> kernel::ffi::c_int,
+    *mut kernel::ffi::c_void,
+) -> kernel::ffi::c_int;
+
+/// Calls `f(name, address)` for every vmlinux symbol until it returns false.
+/// Process context (it may sleep between symbols).
+pub(crate) fn for_each_symbol<F: FnMut(&[u8], usize) -> bool>(mut f: F) {
+    /// # Safety
+    ///
+    /// Called by kallsyms with the `F` below as `data`.
+    unsafe extern "C" fn tramp<F: FnMut(&[u8], usize) -> bool>(
+        data: *mut kernel::ffi::c_void,
+        name: *const c_char,
+        addr: c_ulong,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: `data` is the `F` passed below, alive for the whole walk;
+        // `name` is a NUL-terminated symbol name.
+        let (f, name) = unsafe { (&mut *data.cast::<F>(), CStr::from_char_ptr(name)) };
+        // A non-zero return stops the walk.
+        kernel::ffi::c_int::from(!f(name.as_bytes(), addr))
+    }
+    let each = ON_EACH_SYMBOL.load(Ordering::Acquire);
+    if each == 0 {
+        return;
+    }
+    // SAFETY: `each` is `kallsyms_on_each_symbol` (resolved in `init`) with
+    // this C signature; the callback and its data match.
+    unsafe {
+        let each: EachSymbolFn = core::mem::transmute(each);
+        each(tramp::<F>, &mut f as *mut F as *mut kernel::ffi::c_void);
+    }
+}
+
+type EachMatchFn = unsafe extern "C" fn(
+    unsafe extern "C" fn(*mut kernel::ffi::c_void, c_ulong) -> kernel::ffi::c_int,
+    *const c_char,
+    *mut kernel::ffi::c_void,
+) -> kernel::ffi::c_int;
+
+/// Calls `f(address)` for every vmlinux symbol named `name` (static
+/// functions may share a name). Process context.
+pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
+    /// # Safety
+    ///
+    /// Called by kallsyms with the `F` below as `data`.
+    unsafe extern "C" fn tramp<F: FnMut(usize)>(
+        data: *mut kernel::ffi::c_void,
+        addr: c_ulong,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: `data` is the `F` passed below, alive for the whole walk.
+        unsafe { (*data.cast::<F>())(addr) };
+        0
+    }
+    let each = ON_EACH_MATCH.load(Ordering::Acquire);
+    if each == 0 {
+        return;
+    }
+    // SAFETY: `each` is `kallsyms_on_each_match_symbol` (resolved in `init`)
+    // with this C signature; `name` is NUL-terminated.
+    unsafe {
+        let each: EachMatchFn = core::mem::transmute(each);
+        each(
+            tramp::<F>,
+            name.as_char_ptr(),
+            &mut f as *mut F as *mut kernel::ffi::c_void,
+        );
+    }
 }
 
 /// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).

@@ -81,6 +81,23 @@ macro_rules! kp_expect_eq {
             );
         }
     }};
+    ($t:expr, $a:expr, $b:expr, $($ctx:tt)+) => {{
+        let (a, b) = (&$a, &$b);
+        if *a != *b {
+            $t.fail(
+                file!(),
+                line!(),
+                format_args!(
+                    "{} == {}: {:?} != {:?} ({})",
+                    stringify!($a),
+                    stringify!($b),
+                    a,
+                    b,
+                    format_args!($($ctx)+)
+                ),
+            );
+        }
+    }};
 }
 
 /// A suite name as `struct kunit_suite` stores it.

@@ -68,3 +68,51 @@ pub(crate) fn init() -> Result {
 }
 
 pub(crate) fn exit() {}
+
+const TRAP: &kernel::str::CStr = kernel::c_str!("engine trap path");
+const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
+
+/// Functions never to probe, with the reason: the arm64 trap path (BRK
+/// exception entry and the ftrace route to it; see DESIGN.md), and assembly
+/// marked `NOKPROBE`. See `src/blacklist.rs`.
+pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = &[
+    (kernel::c_str!("do_el1_brk64"), TRAP),
+    (kernel::c_str!("el1_dbg"), TRAP),
+    (kernel::c_str!("el1h_64_sync_handler"), TRAP),
+    (kernel::c_str!("call_el1_break_hook"), TRAP),
+    (kernel::c_str!("ftrace_caller"), TRAP),
+    (kernel::c_str!("ftrace_ops_list_func"), TRAP),
+    (kernel::c_str!("arch_ftrace_ops_list_func"), TRAP),
+    // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
+    (kernel::c_str!("_mcount"), ASM),
+    (kernel::c_str!("cpu_switch_to"), ASM),
+    (kernel::c_str!("ret_from_fork"), ASM),
+    (kernel::c_str!("call_on_irq_stack"), ASM),
+    (kernel::c_str!("__sdei_asm_entry_trampoline"), ASM),
+    (kernel::c_str!("__sdei_asm_exit_trampoline"), ASM),
+    (kernel::c_str!("__sdei_asm_handler"), ASM),
+    (kernel::c_str!("__sdei_handler_abort"), ASM),
+];
+
+/// Hypervisor and identity-mapped text, as `arch_populate_kprobe_blacklist()`.
+pub(crate) const BLACKLIST_SECTIONS: &[(
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+)] = &[
+    (
+        kernel::c_str!("__hyp_text_start"),
+        kernel::c_str!("__hyp_text_end"),
+        kernel::c_str!("hyp text"),
+    ),
+    (
+        kernel::c_str!("__hyp_idmap_text_start"),
+        kernel::c_str!("__hyp_idmap_text_end"),
+        kernel::c_str!("hyp idmap text"),
+    ),
+    (
+        kernel::c_str!("__idmap_text_start"),
+        kernel::c_str!("__idmap_text_end"),
+        kernel::c_str!("idmap text"),
+    ),
+];

@@ -129,10 +129,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
         pc += insn.len as usize;
         if pc > addr || pc >= fstart + fsize {
-            pr_err!(
-                "x86: {:#x} is not on an instruction boundary\n",
-                addr
-            );
+            pr_err!("x86: {:#x} is not on an instruction boundary\n", addr);
             return Err(crate::errno::eilseq());
         }
     };
@@ -140,10 +137,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     match insn.class {
         Class::Plain => {}
         Class::Int3 => {
-            pr_err!(
-                "x86: {:#x} already holds someone else's int3\n",
-                addr
-            );
+            pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
             return Err(EBUSY);
         }
         c => {
@@ -249,3 +243,36 @@ pub(crate) fn init() -> Result {
 pub(crate) fn exit() {
     trap::exit();
 }
+
+const TRAP: &kernel::str::CStr = kernel::c_str!("engine trap path");
+const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
+
+/// Functions never to probe, with the reason: the x86_64 trap path up to the
+/// engine's recursion check (`exc_int3` -> `do_int3` -> `notify_die` -> the
+/// notifier chain; most are `noinstr` or `NOKPROBE_SYMBOL` already), and
+/// assembly marked `_ASM_NOKPROBE`. See `src/blacklist.rs`.
+pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = &[
+    (kernel::c_str!("exc_int3"), TRAP),
+    (kernel::c_str!("do_int3"), TRAP),
+    (kernel::c_str!("do_int3_user"), TRAP),
+    (kernel::c_str!("poke_int3_handler"), TRAP),
+    (kernel::c_str!("kprobe_int3_handler"), TRAP),
+    (kernel::c_str!("notify_die"), TRAP),
+    (kernel::c_str!("atomic_notifier_call_chain"), TRAP),
+    (kernel::c_str!("notifier_call_chain"), TRAP),
+    (kernel::c_str!("irqentry_nmi_enter"), TRAP),
+    (kernel::c_str!("irqentry_nmi_exit"), TRAP),
+    (kernel::c_str!("sync_core"), TRAP),
+    // _ASM_NOKPROBE in arch/x86/entry/{thunk,entry}.S (THUNK macro).
+    (kernel::c_str!("preempt_schedule_thunk"), ASM),
+    (kernel::c_str!("preempt_schedule_notrace_thunk"), ASM),
+    (kernel::c_str!("warn_thunk_thunk"), ASM),
+];
+
+/// Arch-specific text sections that must not be probed (none beyond the
+/// generic list on x86_64: `.entry.text` is already there).
+pub(crate) const BLACKLIST_SECTIONS: &[(
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+)] = &[];

@@ -8,7 +8,7 @@
 //! address + 1; returning true makes the notifier return `NOTIFY_STOP`, and
 //! the CPU resumes at whatever `regs->ip` then holds.
 
-use crate::registry;
+use crate::hit;
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -31,7 +31,7 @@ pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> boo
         return false;
     }
     let addr = regs.ip.wrapping_sub(1);
-    if registry::on_step_done(addr, regs) || registry::on_break(addr, regs) {
+    if hit::on_step_done(addr, regs) || hit::on_break(addr, regs) {
         return true;
     }
     // One of our breakpoints may have been removed after this CPU hit it and

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Places that must never be probed.
+//!
+//! Built once at load, read-only afterwards. Derived the way the kernel's
+//! kprobes derive theirs (`kernel/kprobes.c: populate_kprobe_blacklist()` and
+//! `arch_populate_kprobe_blacklist()`), from data found through kallsyms:
+//!
+//! - every function marked `NOKPROBE_SYMBOL()`, range = the whole function.
+//!   The `_kprobe_blacklist` section that lists them is init data, freed
+//!   after boot, so it cannot be read from a module; but each entry is a
+//!   symbol `_kbl_addr_<function>` that kallsyms keeps, so we enumerate
+//!   those (with `kallsyms_on_each_symbol()`, resolved like the rest);
+//! - the text sections the kernel cannot take a breakpoint in:
+//!   `.kprobes.text`, `.noinstr.text` (which includes `.cpuidle.text`),
+//!   `.entry.text`, `.irqentry.text`, `.softirqentry.text`, and per arch
+//!   the ranges the backend names (arm64: hyp and idmap text);
+//! - per arch ([`crate::arch::BLACKLIST_FUNCS`]): the functions our own
+//!   trap path runs through before it can detect recursion (most are
+//!   already `NOKPROBE_SYMBOL`; listing them documents the dependency), and
+//!   assembly functions marked with `_ASM_NOKPROBE`/`NOKPROBE`, which leave
+//!   no `_kbl_addr_` symbol;
+//! - the engine module itself (checked dynamically, it has no fixed range).
+//!
+//! Not yet covered (see README): a module's own `_kprobe_blacklist` and
+//! `.noinstr.text`, exception-table fixup sites and jump-label sites
+//! (arch backend issue).
+
+use crate::symbols;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::c_str;
+use kernel::prelude::*;
+use kernel::str::CStr;
+
+/// One refused range.
+pub(crate) struct Range {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) reason: &'static CStr,
+}
+
+static LIST: AtomicPtr<KVec<Range>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Section boundary symbols, as (start, end, reason).
+const SECTIONS: &[(&CStr, &CStr, &CStr)] = &[
+    (
+        c_str!("__kprobes_text_start"),
+        c_str!("__kprobes_text_end"),
+        c_str!(".kprobes.text"),
+    ),
+    (
+        c_str!("__noinstr_text_start"),
+        c_str!("__noinstr_text_end"),
+        c_str!(".noinstr.text"),
+    ),
+    (
+        c_str!("__entry_text_start"),
+        c_str!("__entry_text_end"),
+        c_str!(".entry.text"),
+    ),
+    (
+        c_str!("__irqentry_text_start"),
+        c_str!("__irqentry_text_end"),
+        c_str!(".irqentry.text"),
+    ),
+    (
+        c_str!("__softirqentry_text_start"),
+        c_str!("__softirqentry_text_end"),
+        c_str!(".softirqentry.text"),
+    ),
+];
+
+fn add(v: &mut KVec<Range>, start: usize, end: usize, reason: &'static CStr) -> Result {
+    if start < end {
+        v.push(Range { start, end, reason }, GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+fn add_section(v: &mut KVec<Range>, s: &CStr, e: &CStr, reason: &'static CStr) -> Result {
+    if let (Some(s), Some(e)) = (symbols::lookup_name(s), symbols::lookup_name(e)) {
+        add(v, s, e, reason)?;
+    }
+    Ok(())
+}
+
+fn add_function(v: &mut KVec<Range>, addr: usize, reason: &'static CStr) -> Result {
+    if let Some(sym) = symbols::symbol_at(addr) {
+        add(v, sym.start, sym.start + sym.size, reason)?;
+    }
+    Ok(())
+}
+
+/// Builds the list. Process context, after `symbols::init()`.
+pub(crate) fn init() -> Result {
+    let mut v = KVec::new();
+    for &(s, e, reason) in Iterator::chain(SECTIONS.iter(), crate::arch::BLACKLIST_SECTIONS) {
+        add_section(&mut v, s, e, reason)?;
+    }
+    let sections = v.len();
+    let mut nokprobe = Ok(0usize);
+    symbols::for_each_symbol(|name, _addr| {
+        let Some(func) = name.strip_prefix(b"_kbl_addr_") else {
+            return true;
+        };
+        let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
+        let Some(cname) = buf.get_mut(..func.len() + 1) else {
+            return true;
+        };
+        cname[..func.len()].copy_from_slice(func);
+        let Ok(cname) = CStr::from_bytes_with_nul(cname) else {
+            return true;
+        };
+        // Static functions can share a name: refuse every one of them.
+        symbols::for_each_match(cname, |f| {
+            nokprobe = nokprobe
+                .and_then(|n| add_function(&mut v, f, c_str!("NOKPROBE_SYMBOL")).map(|()| n + 1));
+        });
+        nokprobe.is_ok()
+    });
+    let nokprobe = nokprobe?;
+    for &(name, reason) in crate::arch::BLACKLIST_FUNCS {
+        let mut r = Ok(());
+        symbols::for_each_match(name, |a| {
+            if r.is_ok() {
+                r = add_function(&mut v, a, reason);
+            }
+        });
+        r?;
+    }
+    let n = v.len();
+    let b = KBox::new(v, GFP_KERNEL)?;
+    LIST.store(KBox::into_raw(b), Ordering::Release);
+    pr_info!(
+        "blacklist: {} ranges: {} sections, {} NOKPROBE_SYMBOL, {} arch\n",
+        n,
+        sections,
+        nokprobe,
+        n - sections - nokprobe
+    );
+    Ok(())
+}
+
+/// Frees the list at unload.
+pub(crate) fn exit() {
+    let p = LIST.swap(core::ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: allocated in `init`; readers are registration paths, which
+        // cannot run during unload.
+        drop(unsafe { KBox::from_raw(p) });
+    }
+}
+
+fn ranges() -> &'static [Range] {
+    let p = LIST.load(Ordering::Acquire);
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: set once in `init`, freed only at unload.
+    unsafe { (*p).as_slice() }
+}
+
+/// Why `addr` must not be probed, if it must not.
+pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
+    if crate::is_engine_address(addr) {
+        return Some(c_str!("the engine's own code"));
+    }
+    ranges()
+        .iter()
+        .find(|r| (r.start..r.end).contains(&addr))
+        .map(|r| r.reason)
+}
+
+/// `kp_blacklisted()`: why `addr` cannot be probed (a static NUL-terminated
+/// string), or NULL when the blacklist does not refuse it. The query API
+/// behind the debugfs file, for clients and tests.
+#[no_mangle]
+pub extern "C" fn kp_blacklisted(addr: usize) -> *const kernel::ffi::c_char {
+    check(addr).map_or(core::ptr::null(), |r| r.as_char_ptr())
+}
+
+/// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
+pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    for r in ranges() {
+        write!(w, "{:#018x}-{:#018x}\t", r.start, r.end)?;
+        match symbols::symbol_at(r.start) {
+            Some(s) => s.write_short(w)?,
+            None => w.write_str("?")?,
+        }
+        writeln!(w, "\t{}", r.reason.to_str().unwrap_or("?"))?;
+    }
+    Ok(())
+}

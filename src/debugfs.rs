@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Introspection under `/sys/kernel/debug/kp/` (the kernel's own kprobes own
+//! `/sys/kernel/debug/kprobes/`):
+//!
+//! - `list`: one line per probe, like the kernel's `kprobes/list`, plus hit
+//!   and miss counters: `address  k  symbol+offset [module]  [FLAGS]  hits=N missed=M`;
+//! - `enabled`: reads 0/1; write 0 to disarm every probe, 1 to re-arm;
+//! - `blacklist`: the refused ranges with the reason.
+//!
+//! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
+//! is produced here.
+
+use kernel::ffi::{c_char, c_long, c_ulong, c_void};
+use kernel::prelude::*;
+use kernel::{c_str, str::CStr};
+
+const LIST: c_ulong = 1;
+const ENABLED: c_ulong = 2;
+const BLACKLIST: c_ulong = 3;
+
+extern "C" {
+    fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
+    fn kp_helper_debugfs_file(name: *const c_char, mode: u16, which: c_ulong);
+    fn kp_helper_debugfs_exit();
+    fn kp_helper_seq_write(m: *mut c_void, data: *const c_char, len: usize);
+}
+
+/// A `core::fmt::Write` into a seq_file.
+struct Seq(*mut c_void);
+
+impl core::fmt::Write for Seq {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        // SAFETY: `self.0` is the seq_file of the running show callback.
+        unsafe { kp_helper_seq_write(self.0, s.as_ptr(), s.len()) };
+        Ok(())
+    }
+}
+
+/// Creates the directory and files.
+pub(crate) fn init() -> Result {
+    // SAFETY: a NUL-terminated name.
+    let r = unsafe { kp_helper_debugfs_init(c_str!("kp").as_char_ptr()) };
+    if r != 0 {
+        // Without debugfs the engine still works; say so and go on.
+        pr_warn!("debugfs unavailable ({}); no introspection files\n", r);
+        return Ok(());
+    }
+    let files: [(&CStr, u16, c_ulong); 3] = [
+        (c_str!("list"), 0o444, LIST),
+        (c_str!("enabled"), 0o644, ENABLED),
+        (c_str!("blacklist"), 0o444, BLACKLIST),
+    ];
+    for (name, mode, which) in files {
+        // SAFETY: NUL-terminated static names.
+        unsafe { kp_helper_debugfs_file(name.as_char_ptr(), mode, which) };
+    }
+    Ok(())
+}
+
+/// Removes the files; afterwards no callback runs.
+pub(crate) fn exit() {
+    // SAFETY: debugfs_remove() of our directory (or of an error pointer,
+    // which it ignores) waits for running file operations.
+    unsafe { kp_helper_debugfs_exit() };
+}
+
+/// seq_file show callback.
+///
+/// # Safety
+///
+/// `m` is the seq_file being shown.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_debugfs_show(
+    m: *mut c_void,
+    which: c_ulong,
+) -> kernel::ffi::c_int {
+    use core::fmt::Write;
+    let mut w = Seq(m);
+    let _ = match which {
+        LIST => crate::registry::write_list(&mut w),
+        ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
+        BLACKLIST => crate::blacklist::write(&mut w),
+        _ => Ok(()),
+    };
+    0
+}
+
+/// Write callback: `buf` holds `len` bytes copied from user space.
+///
+/// # Safety
+///
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_debugfs_write(
+    which: c_ulong,
+    buf: *const c_char,
+    len: usize,
+) -> c_long {
+    // SAFETY: per the function's contract.
+    let bytes = unsafe { core::slice::from_raw_parts(buf, len) };
+    let word = match bytes.iter().position(|c| !c.is_ascii_whitespace()) {
+        Some(s) => {
+            &bytes[s..bytes
+                .iter()
+                .rposition(|c| !c.is_ascii_whitespace())
+                .unwrap_or(s)
+                + 1]
+        }
+        None => &[],
+    };
+    let r = match (which, word) {
+        (ENABLED, b"0") => crate::registry::set_global_enabled(false),
+        (ENABLED, b"1") => crate::registry::set_global_enabled(true),
+        (ENABLED, _) => {
+            pr_err!("debugfs enabled: write 0 or 1\n");
+            Err(EINVAL)
+        }
+        _ => Err(EINVAL),
+    };
+    match r {
+        Ok(()) => len as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}

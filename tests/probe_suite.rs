@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_probe`: one probe on a function of this module, in detail.
+
+use crate::kp::{self, KpKprobe};
+use crate::kunit::Test;
+use crate::targets::{addr_of, args_expected, kp_kunit_args};
+use crate::util::{arg, register, unregister, EILSEQ, EINVAL};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use kernel::bindings;
+use kernel::ffi::{c_int, c_ulong};
+
+static PRE_HITS: AtomicUsize = AtomicUsize::new(0);
+static POST_HITS: AtomicUsize = AtomicUsize::new(0);
+static SEEN: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+static SEEN_IP: AtomicUsize = AtomicUsize::new(0);
+static POST_IP: AtomicUsize = AtomicUsize::new(0);
+
+fn reset() {
+    PRE_HITS.store(0, Ordering::SeqCst);
+    POST_HITS.store(0, Ordering::SeqCst);
+    for s in &SEEN {
+        s.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+/// Counts hits and records the first three arguments and ip.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
+unsafe extern "C" fn count_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
+    // SAFETY: the engine passes the trap frame.
+    let regs = unsafe { &*regs };
+    PRE_HITS.fetch_add(1, Ordering::SeqCst);
+    for (i, s) in SEEN.iter().enumerate() {
+        s.store(arg(regs, i), Ordering::SeqCst);
+    }
+    SEEN_IP.store(kp::regs::ip(regs), Ordering::SeqCst);
+    0
+}
+
+/// Counts hits and records ip.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame.
+unsafe extern "C" fn count_post(_p: *mut KpKprobe, regs: *mut bindings::pt_regs, _f: c_ulong) {
+    POST_HITS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the engine passes the trap frame.
+    POST_IP.store(kp::regs::ip(unsafe { &*regs }), Ordering::SeqCst);
+}
+
+/// Length of the instruction at `addr`, with this module's copy of the decoder.
+fn insn_len_at(addr: usize) -> usize {
+    // SAFETY: `addr` is this module's own text, readable.
+    let bytes =
+        unsafe { core::slice::from_raw_parts(addr as *const u8, crate::decode::MAX_INSN_LEN) };
+    crate::decode::decode(bytes)
+        .map(|i| i.len as usize)
+        .unwrap_or(0)
+}
+
+fn probe_args_counts_unregister(t: &mut Test) {
+    reset();
+    let mut p = KpKprobe::new();
+    p.symbol_name = c"kp_kunit_args".as_ptr().cast();
+    p.pre_handler = Some(count_pre);
+    p.post_handler = Some(count_post);
+    kp_expect_eq!(t, register(&mut p), 0);
+    let target = addr_of(kp_kunit_args as *const ());
+    kp_expect_eq!(t, p.addr as usize, target);
+    for i in 0..10u64 {
+        let r = kp_kunit_args(i, i * 2 + 1, 0xdead_0000 + i);
+        kp_expect_eq!(t, r, args_expected(i, i * 2 + 1, 0xdead_0000 + i));
+    }
+    kp_expect_eq!(t, PRE_HITS.load(Ordering::SeqCst), 10);
+    kp_expect_eq!(t, POST_HITS.load(Ordering::SeqCst), 10);
+    kp_expect_eq!(t, SEEN[0].load(Ordering::SeqCst), 9);
+    kp_expect_eq!(t, SEEN[1].load(Ordering::SeqCst), 19);
+    kp_expect_eq!(t, SEEN[2].load(Ordering::SeqCst), 0xdead_0009);
+    // As with the kernel's x86 kprobes, the pre handler sees ip = addr + 1
+    // (just past the int3); the post handler sees the next instruction.
+    kp_expect_eq!(t, SEEN_IP.load(Ordering::SeqCst), target + 1);
+    kp_expect_eq!(
+        t,
+        POST_IP.load(Ordering::SeqCst),
+        target + insn_len_at(target)
+    );
+    kp_expect_eq!(t, p.nmissed, 0);
+    unregister(&mut p);
+    kp_expect!(t, p.kp_private.is_null());
+    for i in 0..5u64 {
+        kp_expect_eq!(t, kp_kunit_args(i, 1, 2), args_expected(i, 1, 2));
+    }
+    kp_expect_eq!(t, PRE_HITS.load(Ordering::SeqCst), 10);
+    kp_expect_eq!(t, POST_HITS.load(Ordering::SeqCst), 10);
+    // Registering again after unregister works.
+    p.addr = core::ptr::null_mut();
+    kp_expect_eq!(t, register(&mut p), 0);
+    kp_expect_eq!(t, kp_kunit_args(1, 2, 3), args_expected(1, 2, 3));
+    kp_expect_eq!(t, PRE_HITS.load(Ordering::SeqCst), 11);
+    unregister(&mut p);
+}
+
+/// Makes the probed function return 4242 without running it: at the entry,
+/// the return address is at the stack pointer.
+///
+/// # Safety
+///
+/// Called by the engine with a valid trap frame at the function's entry.
+unsafe extern "C" fn skip_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
+    // SAFETY: the engine passes the trap frame.
+    let regs = unsafe { &mut *regs };
+    PRE_HITS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: at function entry `sp` points at the return address.
+    regs.ip = unsafe { *(regs.sp as *const usize) };
+    regs.sp += 8;
+    regs.ax = 4242;
+    1
+}
+
+fn probe_pre_handler_skips(t: &mut Test) {
+    reset();
+    let mut p = KpKprobe::new();
+    p.addr = kp_kunit_args as *mut _;
+    p.pre_handler = Some(skip_pre);
+    p.post_handler = Some(count_post);
+    kp_expect_eq!(t, register(&mut p), 0);
+    kp_expect_eq!(t, kp_kunit_args(1, 2, 3), 4242);
+    kp_expect_eq!(t, PRE_HITS.load(Ordering::SeqCst), 1);
+    // Skipping the instruction also skips the post handler.
+    kp_expect_eq!(t, POST_HITS.load(Ordering::SeqCst), 0);
+    unregister(&mut p);
+    kp_expect_eq!(t, kp_kunit_args(1, 2, 3), args_expected(1, 2, 3));
+}
+
+fn probe_refusals(t: &mut Test) {
+    let target = addr_of(kp_kunit_args as *const ());
+    let mut p = KpKprobe::new();
+    p.addr = target as *mut _;
+    kp_expect_eq!(t, register(&mut p), 0);
+    // The same struct twice.
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    unregister(&mut p);
+    // Inside an instruction: find the first one longer than a byte.
+    let mut off = 0;
+    while insn_len_at(target + off) == 1 {
+        off += 1;
+    }
+    kp_expect!(t, insn_len_at(target + off) > 1);
+    let mut r = KpKprobe::new();
+    r.addr = (target + off + 1) as *mut _;
+    kp_expect_eq!(t, register(&mut r), EILSEQ);
+    kp_expect!(t, r.kp_private.is_null());
+    // The text is intact after all that.
+    kp_expect_eq!(t, kp_kunit_args(7, 8, 9), args_expected(7, 8, 9));
+}
+
+kunit_suite!(
+    kp_probe,
+    "kp_probe",
+    [
+        probe_args_counts_unregister,
+        probe_pre_handler_skips,
+        probe_refusals
+    ]
+);

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_smoke`: the engine is there and refuses bad requests (every arch).
+
+use crate::kp::{self, KpKprobe};
+use crate::kunit::Test;
+use crate::targets::kp_kunit_args;
+use crate::util::{register, EINVAL, ENOENT};
+use core::sync::atomic::AtomicU64;
+
+static DATA_WORD: AtomicU64 = AtomicU64::new(0);
+
+fn smoke_unknown_symbol(t: &mut Test) {
+    let mut p = KpKprobe::new();
+    p.symbol_name = c"kp_no_such_symbol_anywhere".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), ENOENT);
+    p.symbol_name = c"nosuchmodule:kp_no_such_symbol".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), ENOENT);
+    // A symbol of a module that is loaded, under the wrong module name.
+    p.symbol_name = c"kprobes:kp_kunit_args".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), ENOENT);
+    kp_expect!(t, p.kp_private.is_null());
+}
+
+fn smoke_bad_requests(t: &mut Test) {
+    let mut p = KpKprobe::new();
+    // Neither address nor symbol.
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // Both.
+    p.symbol_name = c"kp_kunit_args".as_ptr().cast();
+    p.addr = kp_kunit_args as *mut _;
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // Not a symbol name.
+    p.addr = core::ptr::null_mut();
+    p.symbol_name = c"kp kunit target".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // Data, not text.
+    p.symbol_name = core::ptr::null();
+    p.addr = &DATA_WORD as *const _ as *mut _;
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // The engine's own code.
+    p.addr = kp::kp_register_kprobe as *mut _;
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // An offset past the end of the function.
+    p.addr = core::ptr::null_mut();
+    p.symbol_name = c"kp_kunit_args".as_ptr().cast();
+    p.offset = 0x10_0000;
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // Blacklisted: notify_die is on the trap path (and NOKPROBE_SYMBOL).
+    p.offset = 0;
+    p.symbol_name = c"notify_die".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    // A null probe.
+    // SAFETY: null is explicitly allowed and refused.
+    let r = unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) };
+    kp_expect_eq!(t, r, EINVAL);
+    // Batch with nothing in it.
+    // SAFETY: null is explicitly allowed and refused.
+    let r = unsafe { kp::kp_register_kprobes(core::ptr::null_mut(), 3) };
+    kp_expect_eq!(t, r, EINVAL);
+    // Enable/disable of a probe that is not registered.
+    kp_expect_eq!(t, crate::util::enable(&mut p), EINVAL);
+    kp_expect!(t, p.kp_private.is_null());
+}
+
+fn smoke_abi_size(t: &mut Test) {
+    extern "C" {
+        static kp_kprobe_abi_size: usize;
+    }
+    // SAFETY: a plain exported constant.
+    let engine = unsafe { kp_kprobe_abi_size };
+    kp_expect_eq!(t, engine, core::mem::size_of::<KpKprobe>());
+}
+
+/// Parses the start address of a `0x<start>-0x<end>\t<symbol>` line.
+fn range_start(line: &[u8]) -> Option<usize> {
+    let hex = line.strip_prefix(b"0x")?;
+    let end = hex.iter().position(|&c| c == b'-')?;
+    let mut v = 0usize;
+    for &c in &hex[..end] {
+        v = v.checked_mul(16)? + (c as char).to_digit(16)? as usize;
+    }
+    Some(v)
+}
+
+/// Every range the kernel's own kprobes refuse (their debugfs blacklist,
+/// a reference this project did not write) is refused by the engine too.
+/// debugfs files cannot be read with `kernel_read()`, so the guest job
+/// copies the file to tmpfs before loading this module.
+fn smoke_blacklist_covers_the_kernels(t: &mut Test) {
+    use kernel::bindings;
+    let path = c"/tmp/kernel-kprobes-blacklist";
+    // SAFETY: a NUL-terminated path; O_RDONLY.
+    let f = unsafe { bindings::filp_open(path.as_ptr().cast(), 0, 0) };
+    if (f as isize) < 0 && (f as isize) > -4096 {
+        kp_expect!(t, false, "cannot open {:?}: {}", path, f as isize);
+        return;
+    }
+    let mut buf = [0u8; 512];
+    let mut carry = 0usize;
+    let mut pos: bindings::loff_t = 0;
+    let (mut total, mut missed) = (0usize, 0usize);
+    loop {
+        // SAFETY: `f` is open; the destination is our buffer past `carry`.
+        let n = unsafe {
+            bindings::kernel_read(
+                f,
+                buf[carry..].as_mut_ptr().cast(),
+                buf.len() - carry,
+                &mut pos,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        let len = carry + n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
+            let line = &buf[start..start + nl];
+            if let Some(a) = range_start(line) {
+                total += 1;
+                // SAFETY: a pure query.
+                if unsafe { kp::kp_blacklisted(a) }.is_null() {
+                    missed += 1;
+                    if missed <= 10 {
+                        t.info(format_args!(
+                            "not refused: {}",
+                            core::str::from_utf8(line).unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+            start += nl + 1;
+        }
+        buf.copy_within(start..len, 0);
+        carry = len - start;
+        if carry == buf.len() {
+            carry = 0; // an absurdly long line: drop it
+        }
+    }
+    // SAFETY: opened above.
+    unsafe { bindings::filp_close(f, core::ptr::null_mut()) };
+    t.info(format_args!(
+        "kernel blacklist: {} ranges, {} not refused by the engine",
+        total, missed
+    ));
+    kp_expect!(t, total > 0);
+    kp_expect_eq!(t, missed, 0);
+}
+
+kunit_suite!(
+    kp_smoke,
+    "kp_smoke",
+    [
+        smoke_unknown_symbol,
+        smoke_bad_requests,
+        smoke_abi_size,
+        smoke_blacklist_covers_the_kernels
+    ]
+);

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared helpers for the KUnit suites: registration wrappers, a worker
+//! kthread, user-mode helper runs, IRQ state.
+
+use crate::kp::{self, KpKprobe};
+use kernel::bindings;
+use kernel::ffi::{c_char, c_int, c_void};
+use kernel::prelude::*;
+
+pub(crate) const ENOENT: c_int = -(bindings::ENOENT as c_int);
+pub(crate) const EINVAL: c_int = -(bindings::EINVAL as c_int);
+pub(crate) const EILSEQ: c_int = -(bindings::EILSEQ as c_int);
+
+pub(crate) fn register(p: &mut KpKprobe) -> c_int {
+    // SAFETY: every caller unregisters `p` before it goes out of scope.
+    unsafe { kp::kp_register_kprobe(p) }
+}
+
+pub(crate) fn unregister(p: &mut KpKprobe) {
+    // SAFETY: `p` was registered (or is not, which is allowed).
+    unsafe { kp::kp_unregister_kprobe(p) }
+}
+
+pub(crate) fn disable(p: &mut KpKprobe) -> c_int {
+    // SAFETY: `p` is registered.
+    unsafe { kp::kp_disable_kprobe(p) }
+}
+
+pub(crate) fn enable(p: &mut KpKprobe) -> c_int {
+    // SAFETY: `p` is registered.
+    unsafe { kp::kp_enable_kprobe(p) }
+}
+
+/// Argument `n` (0-based) of the probed function, at its entry.
+pub(crate) fn arg(regs: &bindings::pt_regs, n: usize) -> u64 {
+    kp::regs::arg(regs, n).unwrap_or(0) as u64
+}
+
+/// Whether interrupts are off on this CPU (handlers must run that way).
+pub(crate) fn irqs_disabled() -> bool {
+    #[cfg(CONFIG_X86_64)]
+    {
+        let flags: u64;
+        // SAFETY: reads RFLAGS; balanced push/pop.
+        unsafe { core::arch::asm!("pushfq", "pop {}", out(reg) flags) };
+        flags & (1 << 9) == 0
+    }
+    #[cfg(CONFIG_ARM64)]
+    {
+        let daif: u64;
+        // SAFETY: reads DAIF.
+        unsafe { core::arch::asm!("mrs {}, daif", out(reg) daif) };
+        daif & (1 << 7) != 0
+    }
+}
+
+/// The first byte (x86_64) or word (arm64) of text at `addr`.
+pub(crate) fn text_word(addr: usize) -> u32 {
+    // SAFETY: `addr` is kernel or module text, mapped and readable.
+    unsafe { core::ptr::read_volatile(addr as *const u32) }
+}
+
+extern "C" {
+    fn call_usermodehelper(
+        path: *const c_char,
+        argv: *mut *mut c_char,
+        envp: *mut *mut c_char,
+        wait: c_int,
+    ) -> c_int;
+}
+const UMH_WAIT_PROC: c_int = 2;
+
+/// Runs a user-space program with up to two arguments and waits for it;
+/// returns its wait status (or a negative errno).
+pub(crate) fn run(path: &core::ffi::CStr, args: &[&core::ffi::CStr]) -> c_int {
+    let mut argv: [*mut c_char; 4] = [core::ptr::null_mut(); 4];
+    argv[0] = path.as_ptr() as *mut c_char;
+    for (i, a) in args.iter().take(2).enumerate() {
+        argv[i + 1] = a.as_ptr() as *mut c_char;
+    }
+    let mut envp: [*mut c_char; 2] = [
+        c"PATH=/bin:/sbin".as_ptr() as *mut c_char,
+        core::ptr::null_mut(),
+    ];
+    // SAFETY: NULL-terminated argv/envp of static strings; we wait for exit.
+    unsafe { call_usermodehelper(argv[0], argv.as_mut_ptr(), envp.as_mut_ptr(), UMH_WAIT_PROC) }
+}
+
+/// A kernel thread running `f(arg)` until `f` returns, then idling until
+/// stopped. Dropping it stops it and waits.
+pub(crate) struct Worker(*mut bindings::task_struct);
+
+struct Job {
+    f: fn(usize),
+    arg: usize,
+}
+
+/// The kthread's body.
+///
+/// # Safety
+///
+/// `data` is a `Job` boxed by [`Worker::start`].
+unsafe extern "C" fn worker_main(data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the `Job` boxed by `Worker::start`, ours now.
+    let job = unsafe { KBox::from_raw(data.cast::<Job>()) };
+    (job.f)(job.arg);
+    // SAFETY: plain kthread API calls from the thread itself.
+    while !unsafe { bindings::kthread_should_stop() } {
+        // SAFETY: as above.
+        unsafe { bindings::msleep(1) };
+    }
+    0
+}
+
+impl Worker {
+    /// Starts `f(arg)` on a new kthread, on `cpu` if given.
+    pub(crate) fn start(f: fn(usize), arg: usize, cpu: Option<u32>) -> Result<Self> {
+        let job = KBox::into_raw(KBox::new(Job { f, arg }, GFP_KERNEL)?);
+        // SAFETY: `worker_main` takes ownership of `job`; the name is a
+        // NUL-terminated format without conversions.
+        let t = unsafe {
+            bindings::kthread_create_on_node(
+                Some(worker_main),
+                job.cast(),
+                -1,
+                c"kp_worker".as_ptr().cast(),
+            )
+        };
+        if t.is_null() || (t as isize) < 0 && (t as isize) > -4096 {
+            // SAFETY: the thread was not created; the job is still ours.
+            drop(unsafe { KBox::from_raw(job) });
+            return Err(ENOMEM);
+        }
+        if let Some(cpu) = cpu {
+            // SAFETY: `t` is a new, not yet woken kthread.
+            unsafe { bindings::kthread_bind(t, cpu) };
+        }
+        // SAFETY: `t` is a valid task.
+        unsafe { bindings::wake_up_process(t) };
+        Ok(Worker(t))
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is our kthread, not yet stopped.
+        unsafe { bindings::kthread_stop(self.0) };
+    }
+}
+
+/// The CPU this task last ran on (may change right after).
+pub(crate) fn this_cpu() -> u32 {
+    // SAFETY: `current` is valid; with THREAD_INFO_IN_TASK (x86_64 and
+    // arm64) the task's `thread_info.cpu` is its CPU.
+    unsafe { (*bindings::get_current()).thread_info.cpu }
+}
