@@ -13,19 +13,15 @@
 pub mod abi;
 mod blacklist;
 mod debugfs;
-// The arm64 backend does not trap yet, which leaves the hit path unused there.
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod errno;
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod percpu;
 mod registry;
+mod slots;
 mod symbols;
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 mod text;
 
 #[cfg(CONFIG_X86_64)]

@@ -39,4 +39,11 @@ void kp_helper_sync_all_cores(void);
 /* Rust, arch/x86_64/trap.rs */
 bool kp_x86_int3(struct pt_regs *regs);
 
+/* arch/arm64/helpers.c */
+int kp_helper_arm64_brk_hook_init(void);
+void kp_helper_arm64_brk_hook_exit(void);
+void kp_helper_isb(void);
+/* Rust, arch/arm64/trap.rs */
+bool kp_arm64_brk(unsigned long esr, struct pt_regs *regs);
+
 #endif /* _KP_HELPERS_H */

@@ -48,7 +48,9 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         for p in enabled(point) {
             p.count_missed();
         }
-        push_and_step(cpu, point, stage::STEPPING_MISSED, regs);
+        if !arch::simulate(point.addr, &point.insn, regs) {
+            push_and_step(cpu, point, stage::STEPPING_MISSED, regs);
+        }
         return true;
     }
     cpu.frames[0] = Frame {
@@ -69,9 +71,26 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
             }
         }
     }
-    cpu.depth = 0;
-    push_and_step(cpu, point, stage::STEPPING, regs);
+    if arch::simulate(point.addr, &point.insn, regs) {
+        // Done in place: straight to the post handlers (still depth 1).
+        run_post(point, regs);
+        cpu.depth = 0;
+    } else {
+        cpu.depth = 0;
+        push_and_step(cpu, point, stage::STEPPING, regs);
+    }
     true
+}
+
+/// Runs the enabled probes' post handlers. The caller marks this CPU busy.
+fn run_post(point: &Point, regs: &mut bindings::pt_regs) {
+    for p in enabled(point) {
+        // SAFETY: `user` is valid while registered.
+        if let Some(post) = unsafe { (*p.user).post_handler } {
+            // SAFETY: the contract of kp_post_handler_t.
+            unsafe { post(p.user, regs, 0) };
+        }
+    }
 }
 
 fn push_and_step(cpu: &mut CpuState, point: &Point, stage: usize, regs: &mut bindings::pt_regs) {
@@ -104,13 +123,7 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     if f.stage == stage::STEPPING {
         cpu.frames[cpu.depth].stage = stage::HANDLERS;
         cpu.depth += 1;
-        for p in enabled(point) {
-            // SAFETY: `user` is valid while registered.
-            if let Some(post) = unsafe { (*p.user).post_handler } {
-                // SAFETY: the contract of kp_post_handler_t.
-                unsafe { post(p.user, regs, 0) };
-            }
-        }
+        run_post(point, regs);
         cpu.depth -= 1;
     }
     true

@@ -19,34 +19,61 @@ extern "C" {
 
 const PAGE_SIZE: usize = 4096;
 
-/// Copies `bytes` over the text at `addr`. Process context; the caller holds
-/// the registration lock so that no two writers race on one page.
-pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result {
-    let mut done = 0;
-    while done < bytes.len() {
-        let at = addr + done;
-        let in_page = at % PAGE_SIZE;
-        let n = core::cmp::min(bytes.len() - done, PAGE_SIZE - in_page);
-        // SAFETY: `at` is a text address the caller validated.
-        let page = unsafe { kp_helper_text_page(at) };
+/// A temporary writable mapping of the page holding a text address.
+///
+/// INVARIANT: `ptr` is a live `vmap()` alias of that page, at the same
+/// offset as the address; dropping unmaps it.
+pub(crate) struct Alias {
+    page: *mut c_void,
+    ptr: *mut u8,
+}
+
+impl Alias {
+    /// Maps the page of `addr`. Process context.
+    pub(crate) fn new(addr: usize) -> Result<Self> {
+        // SAFETY: `addr` is a text address the caller validated.
+        let page = unsafe { kp_helper_text_page(addr) };
         if page.is_null() {
             return Err(EFAULT);
         }
         // SAFETY: `page` is a valid page backing kernel or module text.
-        let alias = unsafe { kp_helper_vmap_page(page) };
-        if alias.is_null() {
+        let base = unsafe { kp_helper_vmap_page(page) };
+        if base.is_null() {
             return Err(ENOMEM);
         }
-        // SAFETY: `alias` maps the whole page writable; `in_page + n` stays in
-        // it; `bytes[done..done + n]` is readable.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                bytes.as_ptr().add(done),
-                alias.cast::<u8>().add(in_page),
-                n,
-            );
-            vunmap(alias);
-        }
+        Ok(Alias {
+            page: base,
+            // SAFETY: the offset stays within the mapped page.
+            ptr: unsafe { base.cast::<u8>().add(addr % PAGE_SIZE) },
+        })
+    }
+
+    /// The writable address corresponding to the mapped text address.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Alias {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` (type invariant).
+        unsafe { vunmap(self.page) };
+    }
+}
+
+/// Copies `bytes` over the text at `addr`. Process context; the caller holds
+/// the registration lock so that no two writers race on one page.
+// arm64 writes through `Alias` under stop_machine() instead.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result {
+    let mut done = 0;
+    while done < bytes.len() {
+        let at = addr + done;
+        let n = core::cmp::min(bytes.len() - done, PAGE_SIZE - at % PAGE_SIZE);
+        let alias = Alias::new(at)?;
+        // SAFETY: the alias maps the whole page writable; `n` bytes from
+        // `at` stay in it; `bytes[done..done + n]` is readable.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(done), alias.ptr(), n) };
         done += n;
     }
     Ok(())

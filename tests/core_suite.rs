@@ -266,8 +266,7 @@ fn aggregate_three_every_order(t: &mut Test) {
     }
 }
 
-/// Returns non-zero without touching the registers (only legal where the
-/// instruction can be skipped: the handler then resumes at ip as is).
+/// Makes the function return 77 at once and returns non-zero.
 ///
 /// # Safety
 ///
@@ -275,19 +274,7 @@ fn aggregate_three_every_order(t: &mut Test) {
 unsafe extern "C" fn pre_emulate_return(_p: *mut KpKprobe, r: *mut bindings::pt_regs) -> c_int {
     log_push(5);
     // SAFETY: the engine passes the trap frame.
-    let r = unsafe { &mut *r };
-    #[cfg(CONFIG_X86_64)]
-    {
-        // At the entry the return address is at sp: emulate `return 77`.
-        // SAFETY: sp points at the return address at the entry.
-        r.ip = unsafe { *(r.sp as *const usize) };
-        r.sp += 8;
-        r.ax = 77;
-    }
-    #[cfg(CONFIG_ARM64)]
-    {
-        let _ = r;
-    }
+    crate::util::force_return(unsafe { &mut *r }, 77);
     1
 }
 

@@ -4,16 +4,11 @@
 //!
 //! - `kp_smoke` (every arch): the engine is loaded and refuses bad requests
 //!   with the documented error codes.
-//! - `kp_probe` (x86_64 until the arm64 backend): a probe on a function of
-//!   this module: argument registers, handler counts, return values,
-//!   skipping, refusals.
+//! - `kp_probe`: a probe on a function of this module: argument registers,
+//!   handler counts, return values, skipping, refusals.
 //! - `kp_core`: the kernel's `lib/test_kprobes.c` kprobe cases, aggregation,
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
-
-// Until the arm64 backend can probe, the probe suites are x86_64-only and
-// their helpers unused on arm64.
-#![cfg_attr(CONFIG_ARM64, allow(dead_code, unused_imports))]
 
 #[macro_use]
 mod kunit;
@@ -26,11 +21,8 @@ mod util;
 #[allow(dead_code, unreachable_pub)]
 mod decode;
 
-#[cfg(CONFIG_X86_64)]
 mod core_suite;
-#[cfg(CONFIG_X86_64)]
 mod kernel_suite;
-#[cfg(CONFIG_X86_64)]
 mod probe_suite;
 mod smoke;
 mod targets;

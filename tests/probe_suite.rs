@@ -5,7 +5,9 @@
 use crate::kp::{self, KpKprobe};
 use crate::kunit::Test;
 use crate::targets::{addr_of, args_expected, kp_kunit_args};
-use crate::util::{arg, register, unregister, EILSEQ, EINVAL};
+use crate::util::{
+    arg, force_return, insn_len_at, register, unregister, EILSEQ, EINVAL, PRE_IP_OFFSET,
+};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::ffi::{c_int, c_ulong};
@@ -51,16 +53,6 @@ unsafe extern "C" fn count_post(_p: *mut KpKprobe, regs: *mut bindings::pt_regs,
     POST_IP.store(kp::regs::ip(unsafe { &*regs }), Ordering::SeqCst);
 }
 
-/// Length of the instruction at `addr`, with this module's copy of the decoder.
-fn insn_len_at(addr: usize) -> usize {
-    // SAFETY: `addr` is this module's own text, readable.
-    let bytes =
-        unsafe { core::slice::from_raw_parts(addr as *const u8, crate::decode::MAX_INSN_LEN) };
-    crate::decode::decode(bytes)
-        .map(|i| i.len as usize)
-        .unwrap_or(0)
-}
-
 fn probe_args_counts_unregister(t: &mut Test) {
     reset();
     let mut p = KpKprobe::new();
@@ -79,9 +71,10 @@ fn probe_args_counts_unregister(t: &mut Test) {
     kp_expect_eq!(t, SEEN[0].load(Ordering::SeqCst), 9);
     kp_expect_eq!(t, SEEN[1].load(Ordering::SeqCst), 19);
     kp_expect_eq!(t, SEEN[2].load(Ordering::SeqCst), 0xdead_0009);
-    // As with the kernel's x86 kprobes, the pre handler sees ip = addr + 1
-    // (just past the int3); the post handler sees the next instruction.
-    kp_expect_eq!(t, SEEN_IP.load(Ordering::SeqCst), target + 1);
+    // As with the kernel's kprobes, the pre handler sees ip = addr + 1 on
+    // x86_64 (past the int3), addr on arm64; the post handler sees the next
+    // instruction (when the first instruction does not branch).
+    kp_expect_eq!(t, SEEN_IP.load(Ordering::SeqCst), target + PRE_IP_OFFSET);
     kp_expect_eq!(
         t,
         POST_IP.load(Ordering::SeqCst),
@@ -113,10 +106,7 @@ unsafe extern "C" fn skip_pre(_p: *mut KpKprobe, regs: *mut bindings::pt_regs) -
     // SAFETY: the engine passes the trap frame.
     let regs = unsafe { &mut *regs };
     PRE_HITS.fetch_add(1, Ordering::SeqCst);
-    // SAFETY: at function entry `sp` points at the return address.
-    regs.ip = unsafe { *(regs.sp as *const usize) };
-    regs.sp += 8;
-    regs.ax = 4242;
+    force_return(regs, 4242);
     1
 }
 
@@ -146,7 +136,7 @@ fn probe_refusals(t: &mut Test) {
     // Inside an instruction: find the first one longer than a byte.
     let mut off = 0;
     while insn_len_at(target + off) == 1 {
-        off += 1;
+        off += insn_len_at(target + off);
     }
     kp_expect!(t, insn_len_at(target + off) > 1);
     let mut r = KpKprobe::new();

@@ -37,6 +37,47 @@ pub(crate) fn arg(regs: &bindings::pt_regs, n: usize) -> u64 {
     kp::regs::arg(regs, n).unwrap_or(0) as u64
 }
 
+/// Makes the function whose entry `regs` are stopped at return `value` at
+/// once (for pre handlers that return non-zero).
+pub(crate) fn force_return(regs: &mut bindings::pt_regs, value: usize) {
+    #[cfg(CONFIG_X86_64)]
+    {
+        // SAFETY: at the entry `sp` points at the return address.
+        regs.ip = unsafe { *(regs.sp as *const usize) };
+        regs.sp += 8;
+        regs.ax = value;
+    }
+    #[cfg(CONFIG_ARM64)]
+    {
+        let lr = kp::regs::x(regs, 30).unwrap_or(0);
+        kp::regs::set_x(regs, 0, value);
+        kp::regs::set_ip(regs, lr);
+    }
+}
+
+/// Where the pre handler sees the instruction pointer, relative to the
+/// probed address: x86_64 reports the address after the int3 (as the
+/// kernel's kprobes do), arm64 the BRK itself.
+pub(crate) const PRE_IP_OFFSET: usize = if cfg!(CONFIG_X86_64) { 1 } else { 0 };
+
+/// Length of the instruction at `addr`.
+pub(crate) fn insn_len_at(addr: usize) -> usize {
+    #[cfg(CONFIG_X86_64)]
+    {
+        // SAFETY: `addr` is this module's own text, readable.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(addr as *const u8, crate::decode::MAX_INSN_LEN) };
+        crate::decode::decode(bytes)
+            .map(|i| i.len as usize)
+            .unwrap_or(0)
+    }
+    #[cfg(CONFIG_ARM64)]
+    {
+        let _ = addr;
+        4
+    }
+}
+
 /// Whether interrupts are off on this CPU (handlers must run that way).
 pub(crate) fn irqs_disabled() -> bool {
     #[cfg(CONFIG_X86_64)]

@@ -1,6 +1,66 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * arm64 C glue for the Rust backend. Empty until the arm64 backend lands
- * (the BRK entry through ftrace and cache maintenance will live here).
+ * arm64 C glue for the Rust backend: the ftrace_ops that takes our BRKs
+ * before the kernel's fixed BRK dispatcher, and the isb() a static inline.
+ * All logic is in Rust (arch/arm64/trap.rs, arch/arm64/patch.rs).
+ *
+ * Why ftrace: this kernel has no break-hook registration for modules
+ * (call_el1_break_hook() in debug-monitors.c is a fixed list) and an unknown
+ * kernel BRK ends in die("Oops - BRK"). do_el1_brk64(esr, regs) is
+ * ftrace-able: an ftrace_ops with IPMODIFY filtered on it sees every kernel
+ * BRK first; for ours it runs the engine and redirects the call to an empty
+ * function so the dispatcher never sees them. Every other BRK passes through
+ * untouched.
  */
-#include <linux/kernel.h>
+#include <linux/ftrace.h>
+#include <linux/ptrace.h>
+#include <linux/stddef.h>
+#include <asm/barrier.h>
+#include "../../src/helpers.h"
+
+/* Returns straight to do_el1_brk64()'s caller (x30 is the caller's). */
+static void kp_arm64_brk_skip(unsigned long esr, struct pt_regs *regs)
+{
+}
+
+static void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_ip,
+				struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	unsigned long esr = ftrace_regs_get_argument(fregs, 0);
+	struct pt_regs *regs = (struct pt_regs *)ftrace_regs_get_argument(fregs, 1);
+
+	if (kp_arm64_brk(esr, regs))
+		ftrace_regs_set_instruction_pointer(fregs,
+						    (unsigned long)kp_arm64_brk_skip);
+}
+
+static struct ftrace_ops kp_brk_ops = {
+	.func = kp_arm64_brk_ftrace,
+	/*
+	 * RECURSION: we handle nesting ourselves (a probe hit inside a
+	 * handler is a BRK inside our callback and must reach us, not be
+	 * dropped by ftrace's recursion guard).
+	 */
+	.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_RECURSION,
+};
+
+int kp_helper_arm64_brk_hook_init(void)
+{
+	int ret;
+
+	ret = ftrace_set_filter(&kp_brk_ops, "do_el1_brk64", strlen("do_el1_brk64"), 1);
+	if (ret)
+		return ret;
+	return register_ftrace_function(&kp_brk_ops);
+}
+
+void kp_helper_arm64_brk_hook_exit(void)
+{
+	unregister_ftrace_function(&kp_brk_ops);
+	ftrace_free_filter(&kp_brk_ops);
+}
+
+void kp_helper_isb(void)
+{
+	isb();
+}

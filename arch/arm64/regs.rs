@@ -21,6 +21,13 @@ pub fn x(r: &pt_regs, n: usize) -> Option<usize> {
     user(r).regs.get(n).map(|&v| v as usize)
 }
 
+/// Writes `xN` (0..=30); other numbers (XZR) are ignored.
+pub fn set_x(r: &mut pt_regs, n: usize, v: usize) {
+    if let Some(x) = user_mut(r).regs.get_mut(n) {
+        *x = v as u64;
+    }
+}
+
 /// The program counter.
 pub fn ip(r: &pt_regs) -> usize {
     user(r).pc as usize
@@ -39,6 +46,11 @@ pub fn sp(r: &pt_regs) -> usize {
 /// PSTATE.
 pub fn flags(r: &pt_regs) -> usize {
     user(r).pstate as usize
+}
+
+/// Sets PSTATE.
+pub fn set_flags(r: &mut pt_regs, v: usize) {
+    user_mut(r).pstate = v as u64;
 }
 
 /// Integer argument `n` (0-based) at a function's entry, AAPCS64: x0..x7.

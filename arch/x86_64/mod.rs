@@ -18,10 +18,9 @@
 pub(crate) mod decode;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
-mod slots;
 mod trap;
 
-use crate::text;
+use crate::{slots, text};
 use decode::{decode, Class, MAX_INSN_LEN};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -37,6 +36,22 @@ const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 const FTRACE_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// `call rel32`, what an ftrace site holds while traced.
 const CALL_REL32: u8 = 0xe8;
+
+/// Bytes per out-of-line slot: the longest instruction plus the trailing
+/// int3, rounded.
+pub(crate) const SLOT_SIZE: usize = 32;
+/// Number of slots (see `src/slots.rs`).
+pub(crate) const NSLOTS: usize = 2048;
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_insn_slots, \"ax\", @progbits",
+    ".balign 4096",
+    ".globl kp_insn_slots",
+    "kp_insn_slots:",
+    ".fill {size}, 1, 0xcc",
+    ".popsection",
+    size = const SLOT_SIZE * NSLOTS,
+);
 
 /// A prepared probed instruction.
 #[derive(Clone, Copy)]
@@ -151,7 +166,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     }
     let len = insn.len as usize;
     let slot = slots::alloc().ok_or(ENOSPC)?;
-    let mut copy = [INT3; slots::SLOT_SIZE];
+    let mut copy = [INT3; SLOT_SIZE];
     copy[..len].copy_from_slice(&bytes[..len]);
     if insn.rip_relative {
         // The copy runs at `slot`: re-aim the disp32 at the same target.
@@ -182,7 +197,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
 /// Gives back the resources of a prepared instruction.
 pub(crate) fn release(insn: ArchInsn) {
     // Refill with int3 so that a stale jump into the slot traps loudly.
-    let _ = text::write(insn.slot, &[INT3; slots::SLOT_SIZE]);
+    let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
     slots::free(insn.slot);
 }
 
@@ -221,6 +236,13 @@ pub(crate) fn setup_step(
 /// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy.
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
     trap_addr == insn.slot + insn.len
+}
+
+/// Executes the instruction in place of the step, when the backend
+/// simulates it; returns false when it must run out of line instead.
+/// (x86_64: nothing is simulated yet; branches are refused at prepare.)
+pub(crate) fn simulate(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs) -> bool {
+    false
 }
 
 /// Resumes after the original instruction.

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Writing instructions into live arm64 text.
+//!
+//! The architecture allows another CPU to execute an instruction while it
+//! is being replaced only when both the old and the new one are in a small
+//! set (B, BL, BRK, NOP, ISB, ...); a probe replaces arbitrary instructions.
+//! So, like the kernel's `aarch64_insn_patch_text()`, we stop every CPU
+//! (`stop_machine()`): one writes through a writable alias and cleans and
+//! invalidates the caches to the point of unification for the written
+//! range, the others wait, then every CPU executes an ISB before going back
+//! to normal code.
+
+use crate::text;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::ffi::{c_int, c_void};
+use kernel::prelude::*;
+
+extern "C" {
+    fn stop_machine(
+        f: unsafe extern "C" fn(*mut c_void) -> c_int,
+        data: *mut c_void,
+        cpus: *const c_void,
+    ) -> c_int;
+    fn caches_clean_inval_pou(start: usize, end: usize);
+    fn kp_helper_isb();
+    static __cpu_online_mask: c_void;
+    static __num_online_cpus: AtomicUsize;
+}
+
+struct Job<'a> {
+    addr: usize,
+    alias: *mut u32,
+    insns: &'a [u32],
+    /// CPUs that entered; the writer adds one more when done.
+    count: AtomicUsize,
+}
+
+/// `stop_machine()` callback, run on every online CPU with interrupts off.
+///
+/// # Safety
+///
+/// `data` is the `Job` of [`write_insns`], alive during the stop.
+unsafe extern "C" fn patch_cb(data: *mut c_void) -> c_int {
+    // SAFETY: per the function's contract.
+    let job = unsafe { &*data.cast::<Job<'_>>() };
+    // SAFETY: reads an atomic counter of the kernel.
+    let cpus = unsafe { __num_online_cpus.load(Ordering::Relaxed) } & 0xffff_ffff;
+    if job.count.fetch_add(1, Ordering::AcqRel) == 0 {
+        for (i, &w) in job.insns.iter().enumerate() {
+            // SAFETY: `alias` maps the page(s) of the target writable and
+            // covers `insns.len()` words.
+            unsafe { core::ptr::write_volatile(job.alias.add(i), w) };
+        }
+        // SAFETY: cache maintenance by VA on mapped kernel text.
+        unsafe { caches_clean_inval_pou(job.addr, job.addr + job.insns.len() * 4) };
+        // Release the others (count becomes cpus + 1).
+        job.count.fetch_add(1, Ordering::Release);
+    } else {
+        while job.count.load(Ordering::Acquire) <= cpus {
+            core::hint::spin_loop();
+        }
+    }
+    // SAFETY: a context synchronisation barrier on this CPU.
+    unsafe { kp_helper_isb() };
+    0
+}
+
+/// Writes `insns` at `addr` (4-byte aligned, within one page) while no
+/// other CPU runs. Process context; registration lock held.
+pub(crate) fn write_insns(addr: usize, insns: &[u32]) -> Result {
+    if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
+        return Err(EINVAL);
+    }
+    let alias = text::Alias::new(addr)?;
+    let job = Job {
+        addr,
+        alias: alias.ptr().cast(),
+        insns,
+        count: AtomicUsize::new(0),
+    };
+    // SAFETY: `patch_cb` matches cpu_stop_fn_t; `job` outlives the call;
+    // the online mask is the kernel's.
+    let r = unsafe {
+        stop_machine(
+            patch_cb,
+            &job as *const Job<'_> as *mut c_void,
+            core::ptr::addr_of!(__cpu_online_mask),
+        )
+    };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Trap entry: kernel BRKs, seen first through an ftrace_ops on
+//! `do_el1_brk64(esr, regs)` (see `helpers.c` for why). For a BRK with our
+//! immediate at one of our addresses we run the engine and return true; the
+//! C glue then skips the kernel's dispatcher. `regs->pc` is the BRK itself
+//! (a BRK does not advance the PC); the exception returns to whatever
+//! `regs->pc` holds afterwards.
+
+use super::{decode, regs, KP_BRK_IMM, KP_BRK_SS_IMM};
+use crate::hit;
+use kernel::bindings;
+use kernel::prelude::*;
+
+extern "C" {
+    fn kp_helper_arm64_brk_hook_init() -> kernel::ffi::c_int;
+    fn kp_helper_arm64_brk_hook_exit();
+}
+
+/// Called for every kernel BRK before the kernel's dispatcher. Returns
+/// whether it was ours and is handled.
+///
+/// # Safety
+///
+/// `regs` is the exception frame of the current CPU, interrupts masked.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_arm64_brk(esr: usize, regs: *mut bindings::pt_regs) -> bool {
+    let imm = (esr & 0xffff) as u16;
+    if imm != KP_BRK_IMM && imm != KP_BRK_SS_IMM {
+        return false;
+    }
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
+    let pc = regs::ip(regs);
+    if imm == KP_BRK_SS_IMM {
+        return hit::on_step_done(pc, regs);
+    }
+    if hit::on_break(pc, regs) {
+        return true;
+    }
+    // Our BRK may have been removed after this CPU took it: the original
+    // instruction is back, so return and run it.
+    // SAFETY: `pc` is the kernel text word that just trapped.
+    let now = unsafe { core::ptr::read_volatile(pc as *const u32) };
+    now != decode::brk(KP_BRK_IMM)
+}
+
+pub(super) fn init() -> Result {
+    // SAFETY: process context; the ftrace_ops is static.
+    let r = unsafe { kp_helper_arm64_brk_hook_init() };
+    if r != 0 {
+        pr_err!("arm64: cannot hook do_el1_brk64 through ftrace: {}\n", r);
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+pub(super) fn exit() {
+    // SAFETY: registered in `init`; unregistering waits for callbacks.
+    unsafe { kp_helper_arm64_brk_hook_exit() };
+}
