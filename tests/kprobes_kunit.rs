@@ -9,6 +9,7 @@
 //! - `kp_core`: the kernel's `lib/test_kprobes.c` kprobe cases, aggregation,
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
+//! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 
 #[macro_use]
 mod kunit;
@@ -24,6 +25,8 @@ mod decode;
 mod core_suite;
 mod kernel_suite;
 mod probe_suite;
+#[cfg(CONFIG_ARM64)]
+mod sim_arm64;
 mod smoke;
 mod targets;
 
