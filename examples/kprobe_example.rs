@@ -67,12 +67,24 @@ unsafe extern "C" fn handler_pre(p: *mut KpKprobe, regs: *mut bindings::pt_regs)
         unsafe { core::slice::from_raw_parts(comm.as_ptr().cast::<u8>(), comm_len) },
     )
     .unwrap_or("?");
+    // The register names of the classic example on each architecture.
+    #[cfg(CONFIG_X86_64)]
     pr_info!(
-        "<{}> p->addr = {:p}, ip = {:#x}, flags = {:#x}, comm = {}, filename = \"{}\"\n",
-        "do_sys_open",
+        "<do_sys_open> p->addr = {:p}, ip = {:#x}, flags = {:#x}, comm = {}, filename = \"{}\"\n",
         p.addr,
         ip,
         flags,
+        comm,
+        shown
+    );
+    #[cfg(CONFIG_ARM64)]
+    pr_info!(
+        "<do_sys_open> p->addr = {:p}, pc = {:#x}, pstate = {:#x}, x0 = {:#x}, x1 = {:#x}, comm = {}, filename = \"{}\"\n",
+        p.addr,
+        ip,
+        flags,
+        kp::regs::x(regs, 0).unwrap_or(0),
+        kp::regs::x(regs, 1).unwrap_or(0),
         comm,
         shown
     );
@@ -89,7 +101,10 @@ unsafe extern "C" fn handler_post(_p: *mut KpKprobe, regs: *mut bindings::pt_reg
         // SAFETY: the engine passes the trap frame.
         let regs = unsafe { &*regs };
         let flags = kp::regs::flags(regs);
+        #[cfg(CONFIG_X86_64)]
         pr_info!("<do_sys_open> post_handler: flags = {:#x}\n", flags);
+        #[cfg(CONFIG_ARM64)]
+        pr_info!("<do_sys_open> post_handler: pstate = {:#x}\n", flags);
     }
 }
 
