@@ -63,7 +63,7 @@ fi
 # --- guest tests -------------------------------------------------------------
 for a in "${built[@]}"; do
 	case $a in
-	x86_64) suites=kp_smoke,kp_probe,kp_core,kp_kernel ;;
+	x86_64) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_x86_emu ;;
 	arm64) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_arm64_sim ;;
 	esac
 	note "$a: booting QEMU"

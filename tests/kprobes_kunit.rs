@@ -10,6 +10,7 @@
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
+//! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 
 #[macro_use]
 mod kunit;
@@ -27,6 +28,8 @@ mod kernel_suite;
 mod probe_suite;
 #[cfg(CONFIG_ARM64)]
 mod sim_arm64;
+#[cfg(CONFIG_X86_64)]
+mod sim_x86_64;
 mod smoke;
 mod targets;
 

@@ -10,12 +10,14 @@
 //! handler. This is the kernel's own x86 scheme since 5.15 (no TF single-step):
 //! no #DB, and interrupts stay off between the two traps.
 //!
-//! Not yet here (see README status): emulation of branches, calls and
-//! returns, and boosting; such instructions are refused with -EOPNOTSUPP.
+//! Branches, calls and returns cannot run out of line (they would not reach
+//! the trailing int3): they are emulated at the hit ([`emulate`]), as the
+//! kernel does. Not yet here (see README status): boosting.
 
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+mod emulate;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
 mod trap;
@@ -62,6 +64,8 @@ pub(crate) struct ArchInsn {
     len: usize,
     /// The original bytes.
     orig: [u8; MAX_INSN_LEN],
+    /// How to emulate it, when it cannot run out of line.
+    emulate: Option<emulate::Op>,
 }
 
 extern "C" {
@@ -149,22 +153,27 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
     };
     let (insn, bytes) = insn;
-    match insn.class {
-        Class::Plain => {}
-        Class::Int3 => {
-            pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
-            return Err(EBUSY);
+    if insn.class == Class::Int3 {
+        pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
+        return Err(EBUSY);
+    }
+    let len = insn.len as usize;
+    match emulate::plan(&insn, addr, &bytes) {
+        Ok(None) => {}
+        Ok(Some(op)) => {
+            // Emulated at the hit: no slot.
+            return Ok(ArchInsn {
+                slot: 0,
+                len,
+                orig: bytes,
+                emulate: Some(op),
+            });
         }
-        c => {
-            pr_err!(
-                "x86: {:?} instruction at {:#x} cannot run out of line yet\n",
-                c,
-                addr
-            );
+        Err(why) => {
+            pr_err!("x86: cannot probe {:#x}: {}\n", addr, why);
             return Err(crate::errno::eopnotsupp());
         }
     }
-    let len = insn.len as usize;
     let slot = slots::alloc().ok_or(ENOSPC)?;
     let mut copy = [INT3; SLOT_SIZE];
     copy[..len].copy_from_slice(&bytes[..len]);
@@ -191,14 +200,17 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         slot,
         len,
         orig: bytes,
+        emulate: None,
     })
 }
 
 /// Gives back the resources of a prepared instruction.
 pub(crate) fn release(insn: ArchInsn) {
-    // Refill with int3 so that a stale jump into the slot traps loudly.
-    let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
-    slots::free(insn.slot);
+    if insn.slot != 0 {
+        // Refill with int3 so that a stale jump into the slot traps loudly.
+        let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
+        slots::free(insn.slot);
+    }
 }
 
 /// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
@@ -235,14 +247,19 @@ pub(crate) fn setup_step(
 
 /// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy.
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
-    trap_addr == insn.slot + insn.len
+    insn.slot != 0 && trap_addr == insn.slot + insn.len
 }
 
-/// Executes the instruction in place of the step, when the backend
-/// simulates it; returns false when it must run out of line instead.
-/// (x86_64: nothing is simulated yet; branches are refused at prepare.)
-pub(crate) fn simulate(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs) -> bool {
-    false
+/// Emulates the instruction in place of the step (branches, calls,
+/// returns); returns false when it must run out of line instead.
+pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
+    match insn.emulate {
+        Some(op) => {
+            emulate::run(op, addr, insn.len, regs);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Resumes after the original instruction.

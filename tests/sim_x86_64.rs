@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_x86_emu`: a probe on each instruction class the x86_64 backend
+//! emulates (and a RIP-relative one it steps out of line), inside
+//! purpose-built assembly functions. Each function's results with the probe
+//! must equal its results without it, and the probe must fire as often as
+//! the instruction runs.
+
+use crate::kp::KpKprobe;
+use crate::kunit::Test;
+use crate::util::{register, text_word, unregister};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::bindings;
+use kernel::ffi::c_int;
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_emu, \"ax\", @progbits",
+    ".macro KP_FN name",
+    ".globl \\name",
+    ".type \\name, @function",
+    ".p2align 4",
+    "\\name:",
+    ".endm",
+    ".macro KP_END name",
+    ".size \\name, . - \\name",
+    ".endm",
+    // jmp rel8 / rel32
+    "KP_FN kp_emu_jmp8",
+    "jmp 1f",
+    "mov $1, %eax",
+    "ret",
+    "1: mov $2, %eax",
+    "ret",
+    "KP_END kp_emu_jmp8",
+    "KP_FN kp_emu_jmp32",
+    ".byte 0xe9",
+    ".long 1f - 2f",
+    "2: mov $1, %eax",
+    "ret",
+    "1: mov $2, %eax",
+    "ret",
+    "KP_END kp_emu_jmp32",
+    // call rel32: the callee's result + 1
+    "KP_FN kp_emu_callee5",
+    "mov $5, %eax",
+    "ret",
+    "KP_END kp_emu_callee5",
+    "KP_FN kp_emu_call",
+    "call kp_emu_callee5",
+    "add $1, %rax",
+    "ret",
+    "KP_END kp_emu_call",
+    // jcc rel8: 1 when `cmp %rsi, %rdi` sets the condition (probe at +3)
+    ".macro KP_JCC name, cc",
+    "KP_FN \\name",
+    "cmp %rsi, %rdi",
+    "j\\cc 1f",
+    "xor %eax, %eax",
+    "ret",
+    "1: mov $1, %eax",
+    "ret",
+    "KP_END \\name",
+    ".endm",
+    "KP_JCC kp_emu_jo, o",
+    "KP_JCC kp_emu_jno, no",
+    "KP_JCC kp_emu_jb, b",
+    "KP_JCC kp_emu_jae, ae",
+    "KP_JCC kp_emu_je, e",
+    "KP_JCC kp_emu_jne, ne",
+    "KP_JCC kp_emu_jbe, be",
+    "KP_JCC kp_emu_ja, a",
+    "KP_JCC kp_emu_js, s",
+    "KP_JCC kp_emu_jns, ns",
+    "KP_JCC kp_emu_jp, p",
+    "KP_JCC kp_emu_jnp, np",
+    "KP_JCC kp_emu_jl, l",
+    "KP_JCC kp_emu_jge, ge",
+    "KP_JCC kp_emu_jle, le",
+    "KP_JCC kp_emu_jg, g",
+    // jcc rel32 (0f 8c: jl)
+    "KP_FN kp_emu_jl32",
+    "cmp %rsi, %rdi",
+    ".byte 0x0f, 0x8c",
+    ".long 1f - 2f",
+    "2: xor %eax, %eax",
+    "ret",
+    "1: mov $1, %eax",
+    "ret",
+    "KP_END kp_emu_jl32",
+    // loop: counts down from min(rdi, 7) + 1 (probe on `loop`, at +12)
+    "KP_FN kp_emu_loop",
+    "mov %rdi, %rcx",
+    "and $7, %rcx",
+    "add $1, %rcx",
+    "xor %eax, %eax",
+    "2: inc %rax",
+    "loop 2b",
+    "ret",
+    "KP_END kp_emu_loop",
+    // jrcxz (probe at +3)
+    "KP_FN kp_emu_jrcxz",
+    "mov %rdi, %rcx",
+    "jrcxz 1f",
+    "xor %eax, %eax",
+    "ret",
+    "1: mov $1, %eax",
+    "ret",
+    "KP_END kp_emu_jrcxz",
+    // loopne: rcx = rdi | 1 ... (probe at +10)
+    "KP_FN kp_emu_loopne",
+    "mov %rdi, %rcx",
+    "or $2, %rcx",
+    "cmp %rsi, %rdi",
+    "loopne 1f",
+    "xor %eax, %eax",
+    "ret",
+    "1: mov %rcx, %rax",
+    "ret",
+    "KP_END kp_emu_loopne",
+    // ret (probe at +3)
+    "KP_FN kp_emu_ret",
+    "mov %rdi, %rax",
+    "ret",
+    "KP_END kp_emu_ret",
+    // ret $8 (probe on kp_emu_ret_imm_callee+5): pops the pushed rdi
+    "KP_FN kp_emu_ret_imm_callee",
+    "mov 8(%rsp), %rax",
+    "ret $8",
+    "KP_END kp_emu_ret_imm_callee",
+    "KP_FN kp_emu_ret_imm",
+    "push %rdi",
+    "call kp_emu_ret_imm_callee",
+    "ret",
+    "KP_END kp_emu_ret_imm",
+    // The callee pops the push: tell objtool (STACK_FRAME_NON_STANDARD).
+    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
+    ".long kp_emu_ret_imm - .",
+    ".popsection",
+    // jmp *%reg / call *%reg (probe at +7)
+    "KP_FN kp_emu_jmp_rdx",
+    "lea 1f(%rip), %rdx",
+    "jmp *%rdx",
+    "xor %eax, %eax",
+    "ret",
+    "1: mov $4, %eax",
+    "ret",
+    "KP_END kp_emu_jmp_rdx",
+    "KP_FN kp_emu_jmp_r11",
+    "lea 1f(%rip), %r11",
+    "jmp *%r11",
+    "xor %eax, %eax",
+    "ret",
+    "1: mov $4, %eax",
+    "ret",
+    "KP_END kp_emu_jmp_r11",
+    "KP_FN kp_emu_call_rdx",
+    "lea 1f(%rip), %rdx",
+    "call *%rdx",
+    "add $1, %rax",
+    "ret",
+    "1: lea (%rdi,%rsi), %rax",
+    "ret",
+    "KP_END kp_emu_call_rdx",
+    "KP_FN kp_emu_call_r10",
+    "lea 1f(%rip), %r10",
+    "call *%r10",
+    "add $1, %rax",
+    "ret",
+    "1: lea (%rdi,%rsi), %rax",
+    "ret",
+    "KP_END kp_emu_call_r10",
+    // Stepped out of line with a re-aimed RIP-relative operand (probe at 0).
+    "KP_FN kp_emu_riprel",
+    "mov kp_emu_literal(%rip), %rax",
+    "add %rdi, %rax",
+    "ret",
+    "KP_END kp_emu_riprel",
+    ".popsection",
+    ".pushsection .rodata",
+    ".p2align 3",
+    "kp_emu_literal: .quad 0x1122334455667788",
+    ".popsection",
+    options(att_syntax),
+);
+
+type Func = unsafe extern "C" fn(u64, u64) -> u64;
+
+/// The probed symbol's name: the function's, or the one after `=>`.
+macro_rules! probe_name {
+    ($name:ident) => {
+        stringify!($name)
+    };
+    ($name:ident => $probe:ident) => {
+        stringify!($probe)
+    };
+}
+
+macro_rules! funcs {
+    ($($name:ident $(=> $probe:ident)? @ $off:literal),+ $(,)?) => {
+        extern "C" {
+            $(fn $name(a: u64, b: u64) -> u64;)+
+        }
+        /// (probed symbol, function to call, offset of the probed
+        /// instruction in the probed symbol).
+        const FUNCS: &[(&core::ffi::CStr, Func, u32)] = &[
+            $((
+                // SAFETY: a literal without interior NUL.
+                unsafe {
+                    core::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(probe_name!($name $(=> $probe)?), "\0").as_bytes(),
+                    )
+                },
+                $name,
+                $off,
+            ),)+
+        ];
+    };
+}
+
+funcs!(
+    kp_emu_jmp8 @ 0, kp_emu_jmp32 @ 0, kp_emu_call @ 0,
+    kp_emu_jo @ 3, kp_emu_jno @ 3, kp_emu_jb @ 3, kp_emu_jae @ 3,
+    kp_emu_je @ 3, kp_emu_jne @ 3, kp_emu_jbe @ 3, kp_emu_ja @ 3,
+    kp_emu_js @ 3, kp_emu_jns @ 3, kp_emu_jp @ 3, kp_emu_jnp @ 3,
+    kp_emu_jl @ 3, kp_emu_jge @ 3, kp_emu_jle @ 3, kp_emu_jg @ 3,
+    kp_emu_jl32 @ 3,
+    kp_emu_loop @ 16, kp_emu_jrcxz @ 3, kp_emu_loopne @ 10,
+    kp_emu_ret @ 3, kp_emu_ret_imm => kp_emu_ret_imm_callee @ 5,
+    kp_emu_jmp_rdx @ 7, kp_emu_jmp_r11 @ 7, kp_emu_call_rdx @ 7, kp_emu_call_r10 @ 7,
+    kp_emu_riprel @ 0,
+);
+
+/// Argument pairs: equal, less, greater (signed and unsigned), overflow,
+/// zero, parity, sign.
+const ARGS: &[(u64, u64)] = &[
+    (0, 0),
+    (5, 5),
+    (3, 9),
+    (9, 3),
+    (u64::MAX, 1),
+    (1, u64::MAX),
+    (i64::MAX as u64, u64::MAX),
+    (i64::MIN as u64, 1),
+    (8, 0),
+    (1 << 63, 0),
+    (6, 3),
+    (7, 0),
+];
+
+static HITS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts hits.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    HITS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+
+/// How often the probed instruction runs for one call: once, except in the
+/// loop, which runs `loop` min(a, 7) + 1 times.
+fn runs(name: &core::ffi::CStr, a: u64) -> usize {
+    if name == c"kp_emu_loop" {
+        (a & 7) as usize + 1
+    } else {
+        1
+    }
+}
+
+fn x86_emulated_classes(t: &mut Test) {
+    for &(name, f, off) in FUNCS {
+        let mut expected = [0u64; ARGS.len()];
+        for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
+            // SAFETY: the assembly functions take two integers, return one.
+            *e = unsafe { f(a, b) };
+        }
+        let mut p = KpKprobe::new();
+        p.symbol_name = name.as_ptr().cast();
+        p.offset = off;
+        p.pre_handler = Some(count);
+        HITS.store(0, Ordering::SeqCst);
+        let r = register(&mut p);
+        kp_expect_eq!(t, r, 0, "{:?}+{}", name, off);
+        if r != 0 {
+            continue;
+        }
+        let at = p.addr as usize;
+        let armed_word = text_word(at);
+        let mut want_hits = 0;
+        for (&e, &(a, b)) in expected.iter().zip(ARGS) {
+            // SAFETY: as above.
+            let got = unsafe { f(a, b) };
+            kp_expect_eq!(
+                t,
+                got,
+                e,
+                "{:?}({:#x}, {:#x}) probed at +{}",
+                name,
+                a,
+                b,
+                off
+            );
+            want_hits += runs(name, a);
+        }
+        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), want_hits, "{:?}", name);
+        unregister(&mut p);
+        kp_expect!(
+            t,
+            text_word(at) != armed_word,
+            "{:?}: int3 still there",
+            name
+        );
+    }
+}
+
+kunit_suite!(kp_x86_emu, "kp_x86_emu", [x86_emulated_classes]);
