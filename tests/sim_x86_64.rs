@@ -24,22 +24,37 @@ core::arch::global_asm!(
     ".macro KP_END name",
     ".size \\name, . - \\name",
     ".endm",
-    // jmp rel8 / rel32
+    // jmp rel8 / rel32 over code that is reached another way (objtool
+    // rejects unreachable code): 1 when rdi is 0, else 2.
     "KP_FN kp_emu_jmp8",
     "jmp 1f",
-    "mov $1, %eax",
+    "2: mov $1, %eax",
     "ret",
-    "1: mov $2, %eax",
+    "1: test %rdi, %rdi",
+    "jz 2b",
+    "mov $2, %eax",
     "ret",
     "KP_END kp_emu_jmp8",
     "KP_FN kp_emu_jmp32",
     ".byte 0xe9",
-    ".long 1f - 2f",
+    ".long 1f - 3f",
+    "3:",
     "2: mov $1, %eax",
     "ret",
-    "1: mov $2, %eax",
+    "1: test %rdi, %rdi",
+    "jz 2b",
+    "mov $2, %eax",
     "ret",
     "KP_END kp_emu_jmp32",
+    // Targets of the indirect jumps and calls below.
+    "KP_FN kp_emu_ret4",
+    "mov $4, %eax",
+    "ret",
+    "KP_END kp_emu_ret4",
+    "KP_FN kp_emu_sum",
+    "lea (%rdi,%rsi), %rax",
+    "ret",
+    "KP_END kp_emu_sum",
     // call rel32: the callee's result + 1
     "KP_FN kp_emu_callee5",
     "mov $5, %eax",
@@ -136,37 +151,34 @@ core::arch::global_asm!(
     ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
     ".long kp_emu_ret_imm - .",
     ".popsection",
-    // jmp *%reg / call *%reg (probe at +7)
+    // jmp *%reg (probe at +12, run only when rdi != 0): 4, or 0 for rdi 0.
     "KP_FN kp_emu_jmp_rdx",
-    "lea 1f(%rip), %rdx",
+    "test %rdi, %rdi",
+    "jz 2f",
+    "lea kp_emu_ret4(%rip), %rdx",
     "jmp *%rdx",
-    "xor %eax, %eax",
-    "ret",
-    "1: mov $4, %eax",
+    "2: xor %eax, %eax",
     "ret",
     "KP_END kp_emu_jmp_rdx",
     "KP_FN kp_emu_jmp_r11",
-    "lea 1f(%rip), %r11",
+    "test %rdi, %rdi",
+    "jz 2f",
+    "lea kp_emu_ret4(%rip), %r11",
     "jmp *%r11",
-    "xor %eax, %eax",
-    "ret",
-    "1: mov $4, %eax",
+    "2: xor %eax, %eax",
     "ret",
     "KP_END kp_emu_jmp_r11",
+    // call *%reg (probe at +7): rdi + rsi + 1
     "KP_FN kp_emu_call_rdx",
-    "lea 1f(%rip), %rdx",
+    "lea kp_emu_sum(%rip), %rdx",
     "call *%rdx",
     "add $1, %rax",
     "ret",
-    "1: lea (%rdi,%rsi), %rax",
-    "ret",
     "KP_END kp_emu_call_rdx",
     "KP_FN kp_emu_call_r10",
-    "lea 1f(%rip), %r10",
+    "lea kp_emu_sum(%rip), %r10",
     "call *%r10",
     "add $1, %rax",
-    "ret",
-    "1: lea (%rdi,%rsi), %rax",
     "ret",
     "KP_END kp_emu_call_r10",
     // Stepped out of line with a re-aimed RIP-relative operand (probe at 0).
@@ -226,7 +238,7 @@ funcs!(
     kp_emu_jl32 @ 3,
     kp_emu_loop @ 16, kp_emu_jrcxz @ 3, kp_emu_loopne @ 10,
     kp_emu_ret @ 3, kp_emu_ret_imm => kp_emu_ret_imm_callee @ 5,
-    kp_emu_jmp_rdx @ 7, kp_emu_jmp_r11 @ 7, kp_emu_call_rdx @ 7, kp_emu_call_r10 @ 7,
+    kp_emu_jmp_rdx @ 12, kp_emu_jmp_r11 @ 12, kp_emu_call_rdx @ 7, kp_emu_call_r10 @ 7,
     kp_emu_riprel @ 0,
 );
 
@@ -260,10 +272,13 @@ unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_i
 }
 
 /// How often the probed instruction runs for one call: once, except in the
-/// loop, which runs `loop` min(a, 7) + 1 times.
+/// loop, which runs `loop` (a & 7) + 1 times, and in the indirect jumps,
+/// which are skipped when a is 0.
 fn runs(name: &core::ffi::CStr, a: u64) -> usize {
     if name == c"kp_emu_loop" {
         (a & 7) as usize + 1
+    } else if name == c"kp_emu_jmp_rdx" || name == c"kp_emu_jmp_r11" {
+        usize::from(a != 0)
     } else {
         1
     }
