@@ -58,6 +58,48 @@ int kp_enable_kprobe(struct kp_kprobe *p);
 /* Why addr cannot be probed, or NULL if the blacklist allows it. */
 const char *kp_blacklisted(unsigned long addr);
 
+/* ---- return probes ---- */
+
+struct kp_kretprobe;
+
+/* One tracked call of a kretprobe'd function. */
+struct kp_kretprobe_instance {
+	/* The kretprobe (valid in handlers). */
+	struct kp_kretprobe *rp;
+	/* The real return address of this call. */
+	unsigned long ret_addr;
+	/* The stack pointer at the function's entry (identifies the frame). */
+	unsigned long fp;
+	/* data_size bytes for the client, 8-byte aligned. */
+	char data[];
+};
+
+/* entry_handler: non-zero means "do not track this call". */
+typedef int (*kp_kretprobe_handler_t)(struct kp_kretprobe_instance *,
+				      struct pt_regs *);
+
+struct kp_kretprobe {
+	/* Where to probe: symbol_name / addr of a function entry; pre_handler
+	 * and post_handler are the engine's (leave them NULL). */
+	struct kp_kprobe kp;
+	kp_kretprobe_handler_t handler;
+	kp_kretprobe_handler_t entry_handler;
+	/* Calls tracked at once; <= 0: max(10, 2 * possible CPUs). */
+	int maxactive;
+	/* Calls not tracked because every instance was in use. */
+	int nmissed;
+	size_t data_size;
+	/* Engine-private, NULL before registration. */
+	void *kp_private;
+};
+
+/* Only function entries: -EINVAL otherwise, and for functions that do not
+ * return normally or switch stacks (__switch_to, do_exit, ...). */
+int kp_register_kretprobe(struct kp_kretprobe *rp);
+/* No new calls are tracked after this returns; calls still inside the
+ * function return correctly later, without running the handler. */
+void kp_unregister_kretprobe(struct kp_kretprobe *rp);
+
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;
 

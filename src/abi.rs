@@ -42,6 +42,68 @@ pub struct KpKprobe {
     pub kp_private: *mut c_void,
 }
 
+/// `struct kp_kretprobe_instance` (the part clients see; `data` follows).
+#[repr(C)]
+pub struct KpKretprobeInstance {
+    /// The kretprobe.
+    pub rp: *mut KpKretprobe,
+    /// The real return address of this call.
+    pub ret_addr: c_ulong,
+    /// The stack pointer at the function's entry.
+    pub fp: c_ulong,
+}
+
+impl KpKretprobeInstance {
+    /// The client's per-instance data (`data_size` bytes, 8-byte aligned).
+    pub fn data(&mut self) -> *mut u8 {
+        // SAFETY: `data` directly follows the header (flexible array member).
+        unsafe { (self as *mut Self).add(1).cast() }
+    }
+}
+
+/// `kp_kretprobe_handler_t`.
+pub type KretHandler = unsafe extern "C" fn(*mut KpKretprobeInstance, *mut pt_regs) -> c_int;
+
+/// `struct kp_kretprobe`.
+#[repr(C)]
+pub struct KpKretprobe {
+    /// Where to probe (a function entry); its handlers belong to the engine.
+    pub kp: KpKprobe,
+    /// Runs when the function returns.
+    pub handler: Option<KretHandler>,
+    /// Runs at the entry; non-zero means "do not track this call".
+    pub entry_handler: Option<KretHandler>,
+    /// Calls tracked at once; <= 0 for the default.
+    pub maxactive: c_int,
+    /// Calls not tracked because every instance was in use.
+    pub nmissed: c_int,
+    /// Bytes of per-instance data.
+    pub data_size: usize,
+    /// Engine-private; null before registration.
+    pub kp_private: *mut c_void,
+}
+
+impl KpKretprobe {
+    /// An empty return probe description.
+    pub const fn new() -> Self {
+        Self {
+            kp: KpKprobe::new(),
+            handler: None,
+            entry_handler: None,
+            maxactive: 0,
+            nmissed: 0,
+            data_size: 0,
+            kp_private: core::ptr::null_mut(),
+        }
+    }
+}
+
+impl Default for KpKretprobe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl KpKprobe {
     /// An empty probe description, to be filled in before registration.
     pub const fn new() -> Self {

@@ -34,6 +34,10 @@ extern "C" {
     pub fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: core::ffi::c_int);
     /// Stops a probe's handlers without unregistering it.
     pub fn kp_disable_kprobe(p: *mut KpKprobe) -> core::ffi::c_int;
+    /// Registers a return probe.
+    pub fn kp_register_kretprobe(rp: *mut KpKretprobe) -> core::ffi::c_int;
+    /// Unregisters a return probe.
+    pub fn kp_unregister_kretprobe(rp: *mut KpKretprobe);
     /// Why `addr` cannot be probed, or null.
     pub fn kp_blacklisted(addr: usize) -> *const core::ffi::c_char;
     /// Re-enables a disabled probe.

@@ -16,6 +16,7 @@ mod debugfs;
 mod errno;
 mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
+mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
 mod percpu;
@@ -35,6 +36,7 @@ mod arch;
 use kernel::prelude::*;
 
 pub use blacklist::kp_blacklisted;
+pub use kretprobe::{kp_register_kretprobe, kp_unregister_kretprobe};
 pub use registry::{
     kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,
     kp_unregister_kprobe, kp_unregister_kprobes,
@@ -117,10 +119,19 @@ impl Drop for KprobesEngine {
     fn drop(&mut self) {
         debugfs::exit();
         registry::remove_all();
+        if kretprobe::reap_all() {
+            // Cannot happen: every outstanding return holds a module reference.
+            pr_err!("kretprobe returns still outstanding at unload\n");
+        }
         // SAFETY: registered in init.
         unsafe { kp_helper_unregister_module_notifier() };
         arch::exit();
         blacklist::exit();
+        // A task may still be in the last instructions of a kretprobe
+        // trampoline (after dropping its module reference), possibly
+        // preempted there: wait until every task has left such code.
+        // SAFETY: process context.
+        unsafe { kernel::bindings::synchronize_rcu_tasks() };
         pr_info!("engine unloaded\n");
     }
 }

@@ -26,6 +26,8 @@ EXPORT_SYMBOL_GPL(kp_unregister_kprobes);
 EXPORT_SYMBOL_GPL(kp_enable_kprobe);
 EXPORT_SYMBOL_GPL(kp_disable_kprobe);
 EXPORT_SYMBOL_GPL(kp_blacklisted);
+EXPORT_SYMBOL_GPL(kp_register_kretprobe);
+EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
 
 /* Serialises registration, unregistration and text patching. */
@@ -188,4 +190,15 @@ void kp_helper_debugfs_exit(void)
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len)
 {
 	seq_write(m, data, len);
+}
+
+/* Pins the engine while a hijacked return is outstanding (any context). */
+bool kp_helper_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void kp_helper_module_put(void)
+{
+	module_put(THIS_MODULE);
 }

@@ -19,6 +19,8 @@ void *kp_helper_this_cpu_area(void);
 void *kp_helper_text_page(unsigned long addr);
 void *kp_helper_vmap_page(void *page);
 bool kp_helper_within_this_module(unsigned long addr);
+bool kp_helper_module_get(void);
+void kp_helper_module_put(void);
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr);
 
 int kp_helper_register_module_notifier(void);

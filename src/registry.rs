@@ -514,6 +514,22 @@ fn resolve(p: &KpKprobe) -> Result<(usize, symbols::Symbol)> {
     Ok((addr, sym))
 }
 
+/// For kretprobes: checks that `p` names a function entry (symbol + 0, or
+/// the address of a function's first byte) and returns that function.
+pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
+    let addr = requested_address(p)?;
+    let sym = validate(addr)?;
+    if addr != sym.start {
+        pr_err!(
+            "kretprobe: {:#x} is not a function entry ({})\n",
+            addr,
+            sym.text()
+        );
+        return Err(EINVAL);
+    }
+    Ok(sym)
+}
+
 fn register(p: &mut KpKprobe) -> Result {
     check_new(p)?;
     let (addr, sym) = resolve(p)?;

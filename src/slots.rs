@@ -43,3 +43,8 @@ pub(crate) fn free(slot: usize) {
     let i = (slot - base()) / SLOT_SIZE;
     USED[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
 }
+
+/// The index of the slot at `slot`.
+pub(crate) fn index_of(slot: usize) -> usize {
+    (slot - base()) / SLOT_SIZE
+}

@@ -9,6 +9,7 @@
 //! - `kp_core`: the kernel's `lib/test_kprobes.c` kprobe cases, aggregation,
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
+//! - `kp_kret`: return probes.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 
@@ -25,6 +26,7 @@ mod decode;
 
 mod core_suite;
 mod kernel_suite;
+mod kret_suite;
 mod probe_suite;
 #[cfg(CONFIG_ARM64)]
 mod sim_arm64;

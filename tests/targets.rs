@@ -50,3 +50,37 @@ pub(crate) fn args_expected(a: u64, b: u64, c: u64) -> u64 {
 pub(crate) fn addr_of(f: *const ()) -> usize {
     f as usize
 }
+
+/// Sleeps `ms` milliseconds, returns `ms * 2`.
+#[no_mangle]
+#[inline(never)]
+pub(crate) extern "C" fn kp_kunit_sleeper(ms: u32) -> u32 {
+    // SAFETY: process context.
+    unsafe { kernel::bindings::msleep(ms) };
+    black_box(ms) * 2
+}
+
+/// Recurses `n` levels: returns n + (n - 1) + ... + 0.
+#[no_mangle]
+#[inline(never)]
+pub(crate) extern "C" fn kp_kunit_recurse(n: u32) -> u32 {
+    if black_box(n) == 0 {
+        0
+    } else {
+        n + kp_kunit_recurse(n - 1)
+    }
+}
+
+/// Waits until `GATE` opens (polling), then returns `v + 1`.
+#[no_mangle]
+#[inline(never)]
+pub(crate) extern "C" fn kp_kunit_gated(v: u32) -> u32 {
+    while !GATE.load(Ordering::SeqCst) {
+        // SAFETY: process context.
+        unsafe { kernel::bindings::msleep(1) };
+    }
+    black_box(v) + 1
+}
+
+/// Opens [`kp_kunit_gated`].
+pub(crate) static GATE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);

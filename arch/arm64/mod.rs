@@ -19,6 +19,7 @@
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+mod kretprobe;
 mod patch;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
@@ -29,6 +30,9 @@ use crate::slots;
 use decode::Class;
 use kernel::bindings;
 use kernel::prelude::*;
+pub(crate) use kretprobe::{
+    clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
+};
 
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "arm64";

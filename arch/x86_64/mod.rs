@@ -18,6 +18,7 @@
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
 mod emulate;
+mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
 mod trap;
@@ -26,6 +27,9 @@ use crate::{slots, text};
 use decode::{decode, Class, MAX_INSN_LEN};
 use kernel::bindings;
 use kernel::prelude::*;
+pub(crate) use kretprobe::{
+    clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
+};
 
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "x86_64";
@@ -43,7 +47,7 @@ const CALL_REL32: u8 = 0xe8;
 /// int3, rounded.
 pub(crate) const SLOT_SIZE: usize = 32;
 /// Number of slots (see `src/slots.rs`).
-pub(crate) const NSLOTS: usize = 2048;
+pub(crate) const NSLOTS: usize = 8192;
 
 core::arch::global_asm!(
     ".pushsection .text.kp_insn_slots, \"ax\", @progbits",

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! arm64 kretprobe return path: instance stubs and the trampoline.
+//!
+//! At the entry of a kretprobe'd function the return address is in x30; it
+//! is replaced by the address of the instance's stub, a single
+//! `b kp_arm64_kret_trampoline`. The function's `ret` lands on the stub
+//! with x30 still holding the stub address, which identifies the instance.
+//! The trampoline saves a `struct pt_regs`, masks interrupts, calls
+//! [`kp_arm64_kret_return`] (which runs the handler through
+//! `crate::kretprobe::on_return` and puts the real return address in x30
+//! and pc), restores everything and returns there.
+
+use super::{decode, patch, KP_BRK_SS_IMM};
+use crate::kretprobe;
+use crate::slots;
+use kernel::bindings;
+use kernel::prelude::*;
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".globl kp_arm64_kret_trampoline",
+    ".type kp_arm64_kret_trampoline, %function",
+    ".balign 16",
+    "kp_arm64_kret_trampoline:",
+    "sub sp, sp, #{size}",
+    "stp x0, x1, [sp, #0]",
+    "stp x2, x3, [sp, #16]",
+    "stp x4, x5, [sp, #32]",
+    "stp x6, x7, [sp, #48]",
+    "stp x8, x9, [sp, #64]",
+    "stp x10, x11, [sp, #80]",
+    "stp x12, x13, [sp, #96]",
+    "stp x14, x15, [sp, #112]",
+    "stp x16, x17, [sp, #128]",
+    "stp x18, x19, [sp, #144]",
+    "stp x20, x21, [sp, #160]",
+    "stp x22, x23, [sp, #176]",
+    "stp x24, x25, [sp, #192]",
+    "stp x26, x27, [sp, #208]",
+    "stp x28, x29, [sp, #224]",
+    "str x30, [sp, #240]",
+    "add x0, sp, #{size}",
+    "str x0, [sp, #248]",
+    "mrs x0, daif",
+    "mrs x1, nzcv",
+    "orr x0, x0, x1",
+    "str x0, [sp, #264]",
+    "msr daifset, #3",
+    "mov x0, sp",
+    "bl kp_arm64_kret_return",
+    "ldr x0, [sp, #264]",
+    "msr nzcv, x0",
+    "and x0, x0, #0x3c0",
+    "msr daif, x0",
+    "ldp x0, x1, [sp, #0]",
+    "ldp x2, x3, [sp, #16]",
+    "ldp x4, x5, [sp, #32]",
+    "ldp x6, x7, [sp, #48]",
+    "ldp x8, x9, [sp, #64]",
+    "ldp x10, x11, [sp, #80]",
+    "ldp x12, x13, [sp, #96]",
+    "ldp x14, x15, [sp, #112]",
+    "ldp x16, x17, [sp, #128]",
+    "ldp x18, x19, [sp, #144]",
+    "ldp x20, x21, [sp, #160]",
+    "ldp x22, x23, [sp, #176]",
+    "ldp x24, x25, [sp, #192]",
+    "ldp x26, x27, [sp, #208]",
+    "ldp x28, x29, [sp, #224]",
+    "ldr x30, [sp, #240]",
+    "add sp, sp, #{size}",
+    "ret",
+    ".size kp_arm64_kret_trampoline, . - kp_arm64_kret_trampoline",
+    ".popsection",
+    size = const core::mem::size_of::<bindings::pt_regs>(),
+);
+
+extern "C" {
+    fn kp_arm64_kret_trampoline();
+}
+
+/// Called by the trampoline with the frame it built; returns the real
+/// return address (also left in x30 and pc of the frame).
+///
+/// # Safety
+///
+/// `regs` is the trampoline's frame; x30 in it is the stub's address;
+/// interrupts are masked.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_regs) -> usize {
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
+    let stub = super::regs::x(regs, 30).unwrap_or(0);
+    let ret = kretprobe::on_return(slots::index_of(stub), regs);
+    super::regs::set_x(regs, 30, ret);
+    ret
+}
+
+/// Writes the stub for its slot at `stub`: `b kp_arm64_kret_trampoline`.
+pub(crate) fn write_kret_stub(stub: usize, _index: usize) -> Result {
+    let tramp = kp_arm64_kret_trampoline as *const () as usize;
+    let off = tramp as i64 - stub as i64;
+    if !(-(1 << 27)..(1 << 27)).contains(&off) {
+        return Err(ERANGE);
+    }
+    let b = 0x1400_0000 | ((off >> 2) as u32 & 0x03ff_ffff);
+    patch::write_insns(stub, &[b, decode::brk(KP_BRK_SS_IMM)])
+}
+
+/// Stubs are written under `stop_machine()`: nothing more to do.
+pub(crate) fn kret_stubs_written() {}
+
+/// Refills a stub before its slot is reused.
+pub(crate) fn clear_kret_stub(stub: usize) {
+    let brk = decode::brk(KP_BRK_SS_IMM);
+    let _ = patch::write_insns(stub, &[brk, brk]);
+}
+
+/// The return address at a function's entry: x30.
+pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
+    super::regs::x(regs, 30).unwrap_or(0)
+}
+
+/// Sends the function's return to `stub`.
+pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
+    super::regs::set_x(regs, 30, stub);
+}

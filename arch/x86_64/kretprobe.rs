@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! x86_64 kretprobe return path: instance stubs and the trampoline.
+//!
+//! At the entry of a kretprobe'd function the return address is the word at
+//! the stack pointer; it is replaced by the address of the instance's stub:
+//!
+//! ```text
+//! stub:  push $slot_index          68 imm32
+//!        jmp  kp_x86_kret_trampoline   e9 rel32
+//! ```
+//!
+//! The trampoline builds a `struct pt_regs` above which the pushed index
+//! sits, disables interrupts, and calls [`kp_x86_kret_return`], which runs
+//! the handler (`crate::kretprobe::on_return`) and overwrites the index slot
+//! with the real return address; the trampoline then restores every
+//! register and flag and returns there. Like the kernel's
+//! `arch_rethook_trampoline`, it reuses the `ss` slot of the frame and is
+//! exempt from objtool's stack validation.
+
+use crate::kretprobe;
+use crate::text;
+use kernel::bindings;
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", @progbits",
+    ".globl kp_x86_kret_trampoline",
+    ".type kp_x86_kret_trampoline, @function",
+    ".p2align 4",
+    "kp_x86_kret_trampoline:",
+    // [rsp] = the stub's slot index. Build pt_regs below it.
+    "pushq $0x18",
+    "pushq %rsp",
+    "pushfq",
+    "cli",
+    "pushq $0x10",
+    "pushq $0",
+    "pushq $-1",
+    "pushq %rdi",
+    "pushq %rsi",
+    "pushq %rdx",
+    "pushq %rcx",
+    "pushq %rax",
+    "pushq %r8",
+    "pushq %r9",
+    "pushq %r10",
+    "pushq %r11",
+    "pushq %rbx",
+    "pushq %rbp",
+    "pushq %r12",
+    "pushq %r13",
+    "pushq %r14",
+    "pushq %r15",
+    "movq %rsp, %rdi",
+    "call kp_x86_kret_return",
+    "popq %r15",
+    "popq %r14",
+    "popq %r13",
+    "popq %r12",
+    "popq %rbp",
+    "popq %rbx",
+    "popq %r11",
+    "popq %r10",
+    "popq %r9",
+    "popq %r8",
+    "popq %rax",
+    "popq %rcx",
+    "popq %rdx",
+    "popq %rsi",
+    "popq %rdi",
+    // orig_ax, ip, cs
+    "addq $24, %rsp",
+    "popfq",
+    // sp, ss; then return through the slot that held the index.
+    "addq $16, %rsp",
+    "ret",
+    ".size kp_x86_kret_trampoline, . - kp_x86_kret_trampoline",
+    ".popsection",
+    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
+    ".long kp_x86_kret_trampoline - .",
+    ".popsection",
+    options(att_syntax),
+);
+
+extern "C" {
+    fn kp_x86_kret_trampoline();
+    fn kp_helper_sync_all_cores();
+}
+
+/// Size of `struct pt_regs`: the index slot sits right above it.
+const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
+
+/// Called by the trampoline with the frame it built.
+///
+/// # Safety
+///
+/// `regs` is the trampoline's `pt_regs`, with the stub's index in the word
+/// above it; interrupts are off.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs) {
+    let slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
+    // SAFETY: per the function's contract.
+    let (regs, index) = unsafe { (&mut *regs, *slot) };
+    // The caller's view: the stack pointer after the return.
+    regs.sp = slot as usize + 8;
+    let ret = kretprobe::on_return(index, regs);
+    // SAFETY: the index slot becomes the address the trampoline returns to.
+    unsafe { *slot = ret };
+}
+
+/// Writes the stub for slot `index` at `stub`.
+pub(crate) fn write_kret_stub(stub: usize, index: usize) -> kernel::error::Result {
+    let tramp = kp_x86_kret_trampoline as *const () as usize;
+    let rel = (tramp as i64 - (stub as i64 + 10)) as i32;
+    let idx = index as u32;
+    let mut code = [0u8; 10];
+    code[0] = 0x68;
+    code[1..5].copy_from_slice(&idx.to_le_bytes());
+    code[5] = 0xe9;
+    code[6..10].copy_from_slice(&rel.to_le_bytes());
+    text::write(stub, &code)
+}
+
+/// Makes every CPU see freshly written stubs.
+pub(crate) fn kret_stubs_written() {
+    // SAFETY: process context.
+    unsafe { kp_helper_sync_all_cores() };
+}
+
+/// Refills a stub with int3 before its slot is reused.
+pub(crate) fn clear_kret_stub(stub: usize) {
+    let _ = text::write(stub, &[super::INT3; 10]);
+}
+
+/// The return address at a function's entry (trap frame of its probe).
+pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
+    // SAFETY: at the entry `sp` points at the return address.
+    unsafe { *(regs.sp as *const usize) }
+}
+
+/// Sends the function's return to `stub`.
+pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
+    // SAFETY: at the entry `sp` points at the return address.
+    unsafe { *(regs.sp as *mut usize) = stub };
+}

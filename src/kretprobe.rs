@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kretprobes: handlers at function return.
+//!
+//! A kretprobe is an entry probe (an ordinary [`KpKprobe`] whose pre handler
+//! is [`kret_entry`]) plus a pool of `maxactive` preallocated instances. At
+//! the entry a free instance is taken, the client's entry_handler runs, and
+//! the return address is replaced ("hijacked") by the address of the
+//! instance's own *stub*: a few instructions in the engine's slot area that
+//! jump to the arch trampoline with the stub's identity (x86_64: the stub
+//! pushes its slot index; arm64: x30 still holds the stub address). The
+//! trampoline saves a full `pt_regs` and calls [`on_return`], which finds
+//! the instance from the stub in O(1), runs the handler with `ip`/`pc` set
+//! to the real return address, frees the instance and hands the real
+//! return address back for the trampoline to return to. No per-task state
+//! and no lookup tables are needed; recursion and many tasks just use more
+//! instances. When none is free the call is not tracked (`nmissed`).
+//!
+//! Lifetime: unregistering stops new entries (the entry probe goes away)
+//! and marks the pool dead, so returns still in flight run no handler but
+//! still return correctly; the pool (instances, stubs) is freed once the
+//! last of them came back (checked on later registrations and at unload).
+//! Each hijacked return holds a reference on the engine module, so the
+//! engine cannot be unloaded while one is outstanding.
+
+use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
+use crate::arch;
+use crate::percpu::{self, stage, Frame, MAX_DEPTH};
+use crate::registry::{self, RegGuard};
+use crate::slots;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use kernel::bindings;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+/// The engine-private part of an instance, followed by the client-visible
+/// header and the client's data.
+#[repr(C)]
+struct Instance {
+    pool: *const Pool,
+    in_use: AtomicBool,
+    stub: usize,
+    header: KpKretprobeInstance,
+    // `data_size` bytes follow.
+}
+
+/// One kretprobe's instances.
+struct Pool {
+    /// The client's kretprobe; null once unregistered.
+    rp: AtomicPtr<KpKretprobe>,
+    /// Hijacked returns not yet back.
+    inflight: AtomicUsize,
+    /// Number of instances.
+    n: usize,
+    /// Bytes per instance.
+    stride: usize,
+    /// The instances (u64 for alignment).
+    mem: KVec<u64>,
+    /// Next dead pool waiting for its returns (registration lock).
+    next_zombie: *mut Pool,
+}
+
+impl Pool {
+    fn instance(&self, i: usize) -> *mut Instance {
+        // SAFETY: `i < n`; `mem` holds `n * stride` bytes, stride a multiple
+        // of 8 and at least the size of `Instance`.
+        unsafe { self.mem.as_ptr().cast::<u8>().add(i * self.stride) as *mut Instance }
+    }
+}
+
+/// Which instance each stub slot belongs to (indexed by slot index).
+static STUBS: [AtomicPtr<Instance>; arch::NSLOTS] =
+    [const { AtomicPtr::new(null_mut()) }; arch::NSLOTS];
+
+/// Dead pools with returns still in flight (registration lock).
+struct Zombies(*mut Pool);
+// SAFETY: only used under the registration lock.
+unsafe impl Sync for Zombies {}
+static mut ZOMBIES: Zombies = Zombies(null_mut());
+
+extern "C" {
+    fn kp_helper_module_get() -> bool;
+    fn kp_helper_module_put();
+    static nr_cpu_ids: kernel::ffi::c_uint;
+}
+
+/// Functions whose returns must not be hijacked: they switch stacks or
+/// never return normally (the kernel's `kretprobe_blacklist` has the
+/// first; the others are `__noreturn`).
+const KRET_BLACKLIST: &[&[u8]] = &[
+    b"__switch_to",
+    b"__switch_to_asm",
+    b"cpu_switch_to",
+    b"do_exit",
+    b"do_group_exit",
+    b"make_task_dead",
+    b"kthread_exit",
+    b"panic",
+];
+
+fn free_pool(_g: &RegGuard, pool: *mut Pool) {
+    // SAFETY: the caller owns the pool: dead and with nothing in flight, or
+    // never published.
+    let p = unsafe { KBox::from_raw(pool) };
+    for i in 0..p.n {
+        // SAFETY: in range.
+        let inst = unsafe { &*p.instance(i) };
+        if inst.stub != 0 {
+            STUBS[slots::index_of(inst.stub)].store(null_mut(), Ordering::Release);
+            arch::clear_kret_stub(inst.stub);
+            slots::free(inst.stub);
+        }
+    }
+}
+
+/// Frees dead pools whose returns all came back. Registration lock held.
+fn reap(g: &RegGuard) {
+    // SAFETY: `ZOMBIES` is only used under the registration lock.
+    unsafe {
+        let mut link: *mut *mut Pool =
+            core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ZOMBIES)).0);
+        while !(*link).is_null() {
+            let p = *link;
+            if (*p).inflight.load(Ordering::Acquire) == 0 {
+                *link = (*p).next_zombie;
+                free_pool(g, p);
+            } else {
+                link = core::ptr::addr_of_mut!((*p).next_zombie);
+            }
+        }
+    }
+}
+
+/// Whether any dead pool still waits for returns (engine unload).
+pub(crate) fn reap_all() -> bool {
+    let g = RegGuard::lock();
+    reap(&g);
+    // SAFETY: under the lock.
+    !unsafe { (*core::ptr::addr_of!(ZOMBIES)).0 }.is_null()
+}
+
+fn alloc_pool(rp: *mut KpKretprobe, n: usize, data_size: usize) -> Result<*mut Pool> {
+    let stride = (core::mem::size_of::<Instance>() + data_size + 7) & !7;
+    let words = n.checked_mul(stride).ok_or(EINVAL)? / 8;
+    let mut mem = KVec::with_capacity(words, GFP_KERNEL)?;
+    for _ in 0..words {
+        mem.push(0u64, GFP_KERNEL)?;
+    }
+    let pool = KBox::into_raw(KBox::new(
+        Pool {
+            rp: AtomicPtr::new(rp),
+            inflight: AtomicUsize::new(0),
+            n,
+            stride,
+            mem,
+            next_zombie: null_mut(),
+        },
+        GFP_KERNEL,
+    )?);
+    Ok(pool)
+}
+
+/// Gives every instance its stub. Registration lock held.
+fn make_stubs(pool: *mut Pool) -> Result {
+    // SAFETY: the pool is ours, not yet published.
+    let p = unsafe { &*pool };
+    for i in 0..p.n {
+        let inst = p.instance(i);
+        let stub = slots::alloc().ok_or(ENOSPC)?;
+        // SAFETY: in range, not yet shared.
+        unsafe {
+            (*inst).pool = pool;
+            (*inst).stub = stub;
+        }
+        arch::write_kret_stub(stub, slots::index_of(stub))?;
+        STUBS[slots::index_of(stub)].store(inst, Ordering::Release);
+    }
+    arch::kret_stubs_written();
+    Ok(())
+}
+
+fn register(rp: &mut KpKretprobe) -> Result {
+    if !rp.kp_private.is_null() || !rp.kp.kp_private.is_null() {
+        pr_err!("kretprobe {:p} is already registered\n", rp);
+        return Err(EINVAL);
+    }
+    if rp.kp.pre_handler.is_some() || rp.kp.post_handler.is_some() {
+        pr_err!("kretprobe: kp.pre_handler/post_handler belong to the engine\n");
+        return Err(EINVAL);
+    }
+    let sym = registry::function_entry(&rp.kp)?;
+    let name = sym.name();
+    if KRET_BLACKLIST.contains(&name) {
+        pr_err!(
+            "kretprobe: {} does not return normally or switches stacks\n",
+            sym.text()
+        );
+        return Err(EINVAL);
+    }
+    let n = if rp.maxactive > 0 {
+        rp.maxactive as usize
+    } else {
+        // SAFETY: reads an exported variable.
+        core::cmp::max(10, 2 * unsafe { nr_cpu_ids } as usize)
+    };
+    let pool = alloc_pool(rp, n, rp.data_size)?;
+    {
+        let g = RegGuard::lock();
+        reap(&g);
+        if let Err(e) = make_stubs(pool) {
+            free_pool(&g, pool);
+            return Err(e);
+        }
+    }
+    rp.kp_private = pool.cast();
+    rp.nmissed = 0;
+    rp.kp.pre_handler = Some(kret_entry);
+    // SAFETY: `rp.kp` lives as long as `rp`, which the client keeps until
+    // unregistering.
+    let r = unsafe { crate::registry::kp_register_kprobe(&mut rp.kp) };
+    if r != 0 {
+        rp.kp.pre_handler = None;
+        rp.kp_private = null_mut();
+        let g = RegGuard::lock();
+        free_pool(&g, pool);
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+/// `kp_register_kretprobe()`.
+///
+/// # Safety
+///
+/// `rp` is null or points to a `KpKretprobe` that stays valid and unmoved
+/// until `kp_unregister_kretprobe(rp)` returns.
+#[no_mangle]
+pub unsafe extern "C" fn kp_register_kretprobe(rp: *mut KpKretprobe) -> c_int {
+    // SAFETY: per the function's contract.
+    match unsafe { rp.as_mut() }.ok_or(EINVAL).and_then(register) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `kp_unregister_kretprobe()`.
+///
+/// # Safety
+///
+/// `rp` is null or a kretprobe passed to `kp_register_kretprobe()`.
+#[no_mangle]
+pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
+    // SAFETY: per the function's contract.
+    let Some(rp) = (unsafe { rp.as_mut() }) else {
+        return;
+    };
+    let pool = rp.kp_private.cast::<Pool>();
+    if pool.is_null() {
+        return;
+    }
+    // No new entries after this (it waits for running entry handlers).
+    // SAFETY: registered together with the pool.
+    unsafe { crate::registry::kp_unregister_kprobe(&mut rp.kp) };
+    // SAFETY: the pool lives until reaped, which needs it dead first.
+    unsafe { (*pool).rp.store(null_mut(), Ordering::Release) };
+    // Handlers running on a return see the old pointer; wait for them (they
+    // run with interrupts off).
+    // SAFETY: process context.
+    unsafe { bindings::synchronize_rcu() };
+    rp.kp.pre_handler = None;
+    rp.kp_private = null_mut();
+    let g = RegGuard::lock();
+    // SAFETY: under the lock; the pool is dead now.
+    unsafe {
+        (*pool).next_zombie = (*core::ptr::addr_of!(ZOMBIES)).0;
+        (*core::ptr::addr_of_mut!(ZOMBIES)).0 = pool;
+    }
+    reap(&g);
+}
+
+/// The entry probe's pre handler: take an instance, run the entry handler,
+/// hijack the return.
+///
+/// # Safety
+///
+/// Called by the engine's trap path with the `kp` of a registered
+/// kretprobe.
+unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
+    // `kp` is the first field of the `repr(C)` kretprobe.
+    let rp = p.cast::<KpKretprobe>();
+    // SAFETY: `rp` is registered, so valid; trap frame from the engine.
+    let (pool, regs) = unsafe { ((*rp).kp_private.cast::<Pool>(), &mut *regs) };
+    if pool.is_null() {
+        return 0;
+    }
+    // SAFETY: a registered kretprobe's pool is live.
+    let pool = unsafe { &*pool };
+    let Some(inst) = (0..pool.n).map(|i| pool.instance(i)).find(|&inst| {
+        // SAFETY: in range.
+        unsafe { &(*inst).in_use }
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }) else {
+        // SAFETY: `nmissed` is a naturally aligned int of a live kretprobe.
+        unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
+            .fetch_add(1, Ordering::Relaxed);
+        return 0;
+    };
+    // SAFETY: we own the instance until we release it.
+    let inst = unsafe { &mut *inst };
+    inst.header.rp = rp;
+    inst.header.fp = arch::regs::sp(regs);
+    inst.header.ret_addr = arch::kret_return_address(regs);
+    let release = |inst: &Instance| inst.in_use.store(false, Ordering::Release);
+    // SAFETY: `rp` is live.
+    if let Some(eh) = unsafe { (*rp).entry_handler } {
+        // SAFETY: the handler contract.
+        if unsafe { eh(&mut inst.header, regs) } != 0 {
+            release(inst);
+            return 0;
+        }
+    }
+    // SAFETY: plain call; pins the engine for the outstanding return.
+    if !unsafe { kp_helper_module_get() } {
+        release(inst);
+        return 0;
+    }
+    pool.inflight.fetch_add(1, Ordering::AcqRel);
+    arch::kret_hijack(regs, inst.stub);
+    0
+}
+
+/// The arch trampoline's callback: the function whose return went to stub
+/// `index` returned with `regs`. Runs the handler (if the kretprobe is still
+/// registered) and returns the real return address. Interrupts are off.
+pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
+    let inst = STUBS
+        .get(index)
+        .map_or(null_mut(), |s| s.load(Ordering::Acquire));
+    if inst.is_null() {
+        // Cannot happen while a hijacked return is outstanding: its pool and
+        // stubs are kept until it comes back.
+        panic!("kprobes: return through an unknown kretprobe stub");
+    }
+    // SAFETY: an instance with an outstanding return stays allocated.
+    let inst = unsafe { &mut *inst };
+    // SAFETY: as above, for its pool.
+    let pool = unsafe { &*inst.pool };
+    let ret = inst.header.ret_addr;
+    arch::regs::set_ip(regs, ret);
+    let rp = pool.rp.load(Ordering::Acquire);
+    if !rp.is_null() {
+        // SAFETY: interrupts are off.
+        let cpu = unsafe { percpu::this_cpu() };
+        if cpu.depth < MAX_DEPTH {
+            // Mark this CPU busy: probes hit by the handler count as missed.
+            cpu.frames[cpu.depth] = Frame {
+                point: core::ptr::null(),
+                stage: stage::HANDLERS,
+                saved: 0,
+            };
+            cpu.depth += 1;
+            // SAFETY: `rp` stays valid until unregister, which waits for
+            // handlers running with interrupts off.
+            if let Some(h) = unsafe { (*rp).handler } {
+                // SAFETY: the handler contract.
+                unsafe { h(&mut inst.header, regs) };
+            }
+            cpu.depth -= 1;
+        }
+    }
+    inst.in_use.store(false, Ordering::Release);
+    pool.inflight.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: balances the reference taken at the entry.
+    unsafe { kp_helper_module_put() };
+    ret
+}
