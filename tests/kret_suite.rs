@@ -433,6 +433,124 @@ fn kret_with_kprobe_on_same_function(t: &mut Test) {
     kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 10);
 }
 
+extern "C" {
+    fn stack_trace_save(
+        store: *mut usize,
+        size: kernel::ffi::c_uint,
+        skipnr: kernel::ffi::c_uint,
+    ) -> kernel::ffi::c_uint;
+    fn stack_trace_save_tsk(
+        task: *mut core::ffi::c_void,
+        store: *mut usize,
+        size: kernel::ffi::c_uint,
+        skipnr: kernel::ffi::c_uint,
+    ) -> kernel::ffi::c_uint;
+}
+
+const TRACE_LEN: usize = 24;
+static TRACE: [AtomicUsize; TRACE_LEN] = [const { AtomicUsize::new(0) }; TRACE_LEN];
+static TRACE_N: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes a stack trace inside the return handler.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn trace_return(
+    _ri: *mut KpKretprobeInstance,
+    _r: *mut bindings::pt_regs,
+) -> c_int {
+    // Not a stack buffer: x86_64's "guess" unwinder scans the stack for
+    // text addresses and would find the entries it is writing.
+    // SAFETY: `TRACE` holds TRACE_LEN words; `AtomicUsize` has the layout of
+    // `usize`; only this handler writes it, once.
+    let n = unsafe { stack_trace_save(TRACE.as_ptr() as *mut usize, TRACE_LEN as _, 0) } as usize;
+    TRACE_N.store(n, Ordering::SeqCst);
+    0
+}
+
+/// Prints a stack trace into the KTAP stream; returns whether any entry's
+/// symbol contains `needle`.
+fn show_trace(t: &Test, what: &str, trace: &[usize], needle: &str) -> bool {
+    let mut found = false;
+    t.info(format_args!(
+        "stack trace {}: {} entries",
+        what,
+        trace.len()
+    ));
+    for &a in trace {
+        let mut buf = [0u8; 256];
+        // SAFETY: the buffer is larger than our symbols need.
+        unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), a) };
+        let b = buf.split(|&c| c == 0).next().unwrap_or(&[]);
+        // Byte search: `str::contains` pulls in a panic path objtool does
+        // not know to be noreturn.
+        found |= b.windows(needle.len()).any(|w| w == needle.as_bytes());
+        let s = core::str::from_utf8(b).unwrap_or("?");
+        t.info(format_args!("  {}", s));
+    }
+    found
+}
+
+fn kret_stack_traces(t: &mut Test) {
+    // Inside a return handler.
+    reset();
+    TRACE_N.store(0, Ordering::SeqCst);
+    let mut rp = kret_on(c"kp_kunit_target2");
+    rp.handler = Some(trace_return);
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    kp_kunit_target2(9);
+    kret_unregister(&mut rp);
+    let n = TRACE_N.load(Ordering::SeqCst).min(TRACE_LEN);
+    let trace: [usize; TRACE_LEN] = core::array::from_fn(|i| TRACE[i].load(Ordering::SeqCst));
+    // The trace walks out through the engine's return path.
+    let through = show_trace(
+        t,
+        "in a kretprobe handler",
+        trace.get(..n).unwrap_or(&[]),
+        "kret_return",
+    );
+    kp_expect!(t, through);
+
+    // Of a task whose return is hijacked, taken from elsewhere.
+    reset();
+    GATE.store(false, Ordering::SeqCst);
+    let mut rp = kret_on(c"kp_kunit_gated");
+    rp.entry_handler = Some(count_entry);
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    let Ok(w) = Worker::start(gated_call, 1, None) else {
+        kp_expect!(t, false, "cannot start the worker");
+        return;
+    };
+    while ENTRY_CALLS.load(Ordering::SeqCst) == 0 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(1) };
+    }
+    // SAFETY: let the worker reach its sleep.
+    unsafe { bindings::msleep(20) };
+    let mut buf = [0usize; TRACE_LEN];
+    // SAFETY: the worker's task lives until `w` is dropped below; it walks
+    // the worker's stack, not ours.
+    let n = unsafe { stack_trace_save_tsk(w.task().cast(), buf.as_mut_ptr(), TRACE_LEN as _, 0) }
+        as usize;
+    let shown = buf.get(..n).unwrap_or(&[]);
+    let shows_stub = show_trace(
+        t,
+        "of a task with a hijacked return",
+        shown,
+        "kp_insn_slots",
+    );
+    t.info(format_args!(
+        "the hijacked return shows as a stub address: {}",
+        shows_stub
+    ));
+    kp_expect!(t, n > 0);
+    GATE.store(true, Ordering::SeqCst);
+    drop(w);
+    kret_unregister(&mut rp);
+    kp_expect_eq!(t, GATED_RESULT.load(Ordering::SeqCst), 2);
+}
+
 kunit_suite!(
     kp_kret,
     "kp_kret",
@@ -446,5 +564,6 @@ kunit_suite!(
         kret_1e5_calls_exact,
         kret_refusals,
         kret_with_kprobe_on_same_function,
+        kret_stack_traces,
     ]
 );

@@ -183,6 +183,13 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// The worker's task.
+    pub(crate) fn task(&self) -> *mut bindings::task_struct {
+        self.0
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
         // SAFETY: `self.0` is our kthread, not yet stopped.
