@@ -230,6 +230,17 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
         );
         return Err(EINVAL);
     }
+    if symbols::has_extable_entry(addr) {
+        // A fault there is fixed up through the exception table by the
+        // faulting address; from an out-of-line copy that lookup would fail
+        // and the fault would become an oops. The kernel's kprobes recover
+        // through their page-fault hook, which a module cannot install.
+        pr_err!(
+            "{} has an exception-table fixup; refusing to probe it\n",
+            sym.text()
+        );
+        return Err(crate::errno::eopnotsupp());
+    }
     if let Some(reason) = crate::blacklist::check(addr) {
         pr_err!(
             "{} is blacklisted: {}\n",

@@ -28,6 +28,7 @@ type LookupNameFn = unsafe extern "C" fn(*const c_char) -> c_ulong;
 static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
+static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
 static MODULE_TEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
 static STEXT: AtomicUsize = AtomicUsize::new(0);
 static ETEXT: AtomicUsize = AtomicUsize::new(0);
@@ -142,6 +143,12 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     ON_EACH_MATCH.store(each, Ordering::Release);
+    // Not exported; tells instructions with an exception-table fixup.
+    let Some(search) = lookup_name(c_str!("search_exception_tables")) else {
+        pr_err!("cannot resolve search_exception_tables\n");
+        return Err(ENOENT);
+    };
+    SEARCH_EXTABLES.store(search, Ordering::Release);
     STEXT.store(s, Ordering::Relaxed);
     ETEXT.store(e, Ordering::Relaxed);
     Ok(())
@@ -241,6 +248,23 @@ pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
             name.as_char_ptr(),
             &mut f as *mut F as *mut kernel::ffi::c_void,
         );
+    }
+}
+
+/// Whether the instruction at `addr` has an exception-table entry (a fixup
+/// for a fault it may take, e.g. a user access). Process context.
+pub(crate) fn has_extable_entry(addr: usize) -> bool {
+    let f = SEARCH_EXTABLES.load(Ordering::Acquire);
+    if f == 0 {
+        return true; // cannot tell: be safe
+    }
+    // SAFETY: `f` is `search_exception_tables`, resolved in `init`, with the
+    // C signature `const struct exception_table_entry *(unsigned long)`;
+    // it takes the RCU read lock it needs itself.
+    unsafe {
+        let search: unsafe extern "C" fn(c_ulong) -> *const kernel::ffi::c_void =
+            core::mem::transmute(f);
+        !search(addr).is_null()
     }
 }
 

@@ -10,6 +10,7 @@
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
 //! - `kp_kret`: return probes.
+//! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 
@@ -28,6 +29,7 @@ mod core_suite;
 mod kernel_suite;
 mod kret_suite;
 mod probe_suite;
+mod random_suite;
 #[cfg(CONFIG_ARM64)]
 mod sim_arm64;
 #[cfg(CONFIG_X86_64)]

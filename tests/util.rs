@@ -112,12 +112,12 @@ extern "C" {
 }
 const UMH_WAIT_PROC: c_int = 2;
 
-/// Runs a user-space program with up to two arguments and waits for it;
+/// Runs a user-space program with up to three arguments and waits for it;
 /// returns its wait status (or a negative errno).
 pub(crate) fn run(path: &core::ffi::CStr, args: &[&core::ffi::CStr]) -> c_int {
-    let mut argv: [*mut c_char; 4] = [core::ptr::null_mut(); 4];
+    let mut argv: [*mut c_char; 5] = [core::ptr::null_mut(); 5];
     argv[0] = path.as_ptr() as *mut c_char;
-    for (i, a) in args.iter().take(2).enumerate() {
+    for (i, a) in args.iter().take(3).enumerate() {
         argv[i + 1] = a.as_ptr() as *mut c_char;
     }
     let mut envp: [*mut c_char; 2] = [

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_random`: 200 probes on random instructions of real kernel functions,
+//! armed while user space and kernel threads run, then removed.
+//!
+//! Functions are found by walking the kernel's symbols around `msleep`
+//! (`sprint_symbol`, symbol by symbol); instructions are picked with a
+//! seeded PRNG (the seed is printed in the KTAP output). The
+//! engine decides what can be probed: refusals (blacklist, exception-table
+//! sites, unsupported instructions) are counted, not failures. Every probe
+//! that registers must leave the system healthy; the guest log scan catches
+//! any splat.
+
+use crate::kp::KpKprobe;
+use crate::kunit::Test;
+use crate::util::{register, run, unregister};
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::bindings;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+const WANT: usize = 200;
+const MAX_FUNCS: usize = 4096;
+
+static HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts hits.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    HITS.fetch_add(1, Ordering::Relaxed);
+    0
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// `(start, size)` of the function containing `addr`, via `sprint_symbol`.
+fn function_at(addr: usize) -> Option<(usize, usize)> {
+    let mut buf = [0u8; 512];
+    // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN for vmlinux names.
+    unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), addr) };
+    let s = buf.split(|&c| c == 0).next()?;
+    // name+0xoff/0xsize
+    let plus = s.iter().rposition(|&c| c == b'+')?;
+    let rest = s.get(plus + 1..)?;
+    let slash = rest.iter().position(|&c| c == b'/')?;
+    let hex = |b: &[u8]| -> Option<usize> {
+        let b = b.strip_prefix(b"0x")?;
+        let mut v = 0usize;
+        for &c in b {
+            v = v.checked_mul(16)? + (c as char).to_digit(16)? as usize;
+        }
+        Some(v)
+    };
+    let off = hex(rest.get(..slash)?)?;
+    let size = hex(rest.get(slash + 1..)?)?;
+    Some((addr.checked_sub(off)?, size))
+}
+
+/// A random instruction boundary inside `[start, start + size)`.
+fn pick(rng: &mut Rng, start: usize, size: usize) -> Option<usize> {
+    #[cfg(CONFIG_X86_64)]
+    {
+        // Decode from the start with this module's copy of the decoder.
+        let mut at = start;
+        let mut offs = [0usize; 64];
+        let mut n = 0;
+        while at < start + size && n < offs.len() {
+            let mut b = [0u8; crate::decode::MAX_INSN_LEN];
+            // SAFETY: nofault read of kernel text.
+            let r = unsafe {
+                bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), at as *const _, b.len())
+            };
+            if r != 0 {
+                break;
+            }
+            let Ok(i) = crate::decode::decode(&b) else {
+                break;
+            };
+            offs[n] = at;
+            n += 1;
+            at += i.len as usize;
+        }
+        (n > 0).then(|| offs[(rng.next() % n as u64) as usize])
+    }
+    #[cfg(CONFIG_ARM64)]
+    {
+        (size >= 4).then(|| start + (rng.next() % (size as u64 / 4)) as usize * 4)
+    }
+}
+
+fn workload() {
+    for _ in 0..3 {
+        run(c"/bin/ls", &[c"-l", c"/proc/self/"]);
+        run(c"/bin/cat", &[c"/proc/meminfo"]);
+        run(
+            c"/bin/sh",
+            &[
+                c"-c",
+                c"echo x > /tmp/kp_random; cat /tmp/kp_random; sleep 0",
+            ],
+        );
+        // SAFETY: process context.
+        unsafe { bindings::msleep(20) };
+    }
+}
+
+fn random_kernel_instructions(t: &mut Test) {
+    // SAFETY: plain call.
+    let seed = u64::from(unsafe { bindings::get_random_u32() }) | 1;
+    t.info(format_args!("seed {:#x}", seed));
+    let mut rng = Rng(seed);
+    // Functions around msleep: walk forward symbol by symbol.
+    let mut funcs = KVec::new();
+    let mut at = bindings::msleep as *const () as usize;
+    if let Some((s, _)) = function_at(at) {
+        at = s;
+    }
+    for _ in 0..MAX_FUNCS {
+        let Some((s, size)) = function_at(at) else {
+            break;
+        };
+        if size == 0 {
+            break;
+        }
+        if funcs.push((s, size), GFP_KERNEL).is_err() {
+            break;
+        }
+        at = s + size;
+    }
+    t.info(format_args!("{} candidate functions", funcs.len()));
+    kp_expect!(t, funcs.len() > 1000);
+    let mut probes: KVec<KBox<KpKprobe>> = KVec::new();
+    let mut refused = [0usize; 4]; // EINVAL, EILSEQ, EOPNOTSUPP, other
+    let mut attempts = 0;
+    HITS.store(0, Ordering::SeqCst);
+    while probes.len() < WANT && attempts < 20 * WANT && !funcs.is_empty() {
+        attempts += 1;
+        let (s, size) = funcs.as_slice()[(rng.next() % funcs.len() as u64) as usize];
+        let Some(addr) = pick(&mut rng, s, size) else {
+            continue;
+        };
+        let Ok(mut p) = KBox::new(KpKprobe::new(), GFP_KERNEL) else {
+            break;
+        };
+        p.addr = addr as *mut _;
+        p.pre_handler = Some(count);
+        match register(&mut p) {
+            0 => {
+                let mut buf = [0u8; 256];
+                // SAFETY: buffer large enough for vmlinux symbols.
+                unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), addr) };
+                let b = buf.split(|&c| c == 0).next().unwrap_or(&[]);
+                t.info(format_args!(
+                    "probe {}: {}",
+                    probes.len(),
+                    core::str::from_utf8(b).unwrap_or("?")
+                ));
+                if probes.push(p, GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            e if e == crate::util::EINVAL => refused[0] += 1,
+            e if e == crate::util::EILSEQ => refused[1] += 1,
+            e if e == -(bindings::EOPNOTSUPP as c_int) => refused[2] += 1,
+            _ => refused[3] += 1,
+        }
+    }
+    t.info(format_args!(
+        "{} probes after {} attempts; refused: {} EINVAL, {} EILSEQ, {} EOPNOTSUPP, {} other",
+        probes.len(),
+        attempts,
+        refused[0],
+        refused[1],
+        refused[2],
+        refused[3]
+    ));
+    kp_expect_eq!(t, probes.len(), WANT);
+    workload();
+    let mut missed = 0;
+    for p in probes.iter_mut() {
+        missed += p.nmissed;
+        unregister(p);
+        kp_expect!(t, p.kp_private.is_null());
+    }
+    t.info(format_args!(
+        "{} hits, {} missed while armed",
+        HITS.load(Ordering::SeqCst),
+        missed
+    ));
+    kp_expect!(t, HITS.load(Ordering::SeqCst) > 0);
+    // Still healthy afterwards.
+    workload();
+}
+
+kunit_suite!(kp_random, "kp_random", [random_kernel_instructions]);
