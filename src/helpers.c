@@ -83,10 +83,17 @@ bool kp_helper_within_this_module(unsigned long addr)
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 {
 	struct module *(*fn)(unsigned long) = module_text_address_fn;
+	struct module *mod;
 	bool ret;
 
 	preempt_disable();
-	ret = fn(addr) != NULL;
+	mod = fn(addr);
+	/*
+	 * Not a module on its way out (its GOING notifier may have run), and
+	 * not init text, which is freed once the module is live.
+	 */
+	ret = mod && mod->state != MODULE_STATE_GOING &&
+	      !within_module_init(addr, mod);
 	preempt_enable();
 	return ret;
 }

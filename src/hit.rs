@@ -17,7 +17,7 @@
 //! each enabled probe's `nmissed`, and the instruction still runs.
 
 use crate::arch;
-use crate::percpu::{self, stage, CpuState, Frame, MAX_DEPTH};
+use crate::percpu::{stage, Cpu, Frame, MAX_DEPTH};
 use crate::registry::{self, Point, Probe};
 use core::sync::atomic::Ordering;
 use kernel::bindings;
@@ -39,26 +39,30 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         return false;
     };
     // SAFETY: trap context, interrupts off.
-    let cpu = unsafe { percpu::this_cpu() };
-    if cpu.depth >= MAX_DEPTH {
-        // Nested deeper than we track: let the kernel report it loudly.
-        return false;
-    }
-    if cpu.depth > 0 {
+    let cpu = unsafe { Cpu::this() };
+    let frame = |stage| Frame {
+        point,
+        stage,
+        saved: 0,
+    };
+    if cpu.depth() > 0 {
+        // A hit while this CPU handles another: count it, run no handler,
+        // still execute the instruction.
+        if cpu.depth() >= MAX_DEPTH {
+            // Nested deeper than we track: let the kernel report it loudly.
+            return false;
+        }
         for p in enabled(point) {
             p.count_missed();
         }
         if !arch::simulate(point.addr, &point.insn, regs) {
-            push_and_step(cpu, point, stage::STEPPING_MISSED, regs);
+            step(cpu, frame(stage::STEPPING_MISSED), regs);
         }
         return true;
     }
-    cpu.frames[0] = Frame {
-        point,
-        stage: stage::HANDLERS,
-        saved: 0,
+    let Some(level) = cpu.push(frame(stage::HANDLERS)) else {
+        return false;
     };
-    cpu.depth = 1;
     for p in enabled(point) {
         p.hits.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `user` is valid while registered.
@@ -66,18 +70,20 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
             // SAFETY: the contract of kp_pre_handler_t.
             if unsafe { pre(p.user, regs) } != 0 {
                 // The handler redirected execution: no step, no post.
-                cpu.depth = 0;
+                cpu.pop();
                 return true;
             }
         }
     }
     if arch::simulate(point.addr, &point.insn, regs) {
-        // Done in place: straight to the post handlers (still depth 1).
+        // Done in place: straight to the post handlers (still busy).
         run_post(point, regs);
-        cpu.depth = 0;
+        cpu.pop();
     } else {
-        cpu.depth = 0;
-        push_and_step(cpu, point, stage::STEPPING, regs);
+        // The same level now steps the copy.
+        let mut f = frame(stage::STEPPING);
+        arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
+        cpu.set_frame(level, f);
     }
     true
 }
@@ -93,23 +99,25 @@ fn run_post(point: &Point, regs: &mut bindings::pt_regs) {
     }
 }
 
-fn push_and_step(cpu: &mut CpuState, point: &Point, stage: usize, regs: &mut bindings::pt_regs) {
-    let f = &mut cpu.frames[cpu.depth];
-    f.point = point;
-    f.stage = stage;
+/// Reserves a level for `f` and sends the CPU to the out-of-line copy.
+fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
+    // SAFETY: the frame's point is live (the caller found it).
+    let point = unsafe { &*f.point };
     arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
-    cpu.depth += 1;
+    // Depth was checked by the caller; push cannot fail.
+    let _ = cpu.push(f);
 }
 
 /// A breakpoint at `addr` fired; if it ends the out-of-line copy this CPU is
 /// running, finish the step and run the post handlers.
 pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     // SAFETY: trap context, interrupts off.
-    let cpu = unsafe { percpu::this_cpu() };
-    if cpu.depth == 0 {
+    let cpu = unsafe { Cpu::this() };
+    let d = cpu.depth();
+    if d == 0 {
         return false;
     }
-    let f = cpu.frames[cpu.depth - 1];
+    let f = cpu.frame(d - 1);
     if f.stage != stage::STEPPING && f.stage != stage::STEPPING_MISSED {
         return false;
     }
@@ -119,12 +127,17 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         return false;
     }
     arch::finish_step(point.addr, &point.insn, regs, f.saved);
-    cpu.depth -= 1;
     if f.stage == stage::STEPPING {
-        cpu.frames[cpu.depth].stage = stage::HANDLERS;
-        cpu.depth += 1;
+        // Keep the level while the post handlers run (busy).
+        cpu.set_frame(
+            d - 1,
+            Frame {
+                stage: stage::HANDLERS,
+                ..f
+            },
+        );
         run_post(point, regs);
-        cpu.depth -= 1;
     }
+    cpu.pop();
     true
 }

@@ -25,7 +25,7 @@
 
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
-use crate::percpu::{self, stage, Frame, MAX_DEPTH};
+use crate::percpu::{stage, Cpu, Frame};
 use crate::registry::{self, RegGuard};
 use crate::slots;
 use core::ptr::null_mut;
@@ -279,6 +279,31 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
     reap(&g);
 }
 
+/// When `kp` is the entry probe of a kretprobe, detaches the kretprobe's
+/// pool: returns still in flight run no handler any more (the module that
+/// holds the handler is going away) and the pool waits for them as a
+/// zombie. The caller then unregisters `kp`, which waits a grace period.
+pub(crate) fn forget_if_kretprobe(_g: &RegGuard, kp: *mut KpKprobe) {
+    // SAFETY: the caller passes a registered probe's valid struct.
+    let pre = unsafe { (*kp).pre_handler }.map_or(0, |f| f as usize);
+    if pre != kret_entry as *const () as usize {
+        return;
+    }
+    let rp = kp.cast::<KpKretprobe>();
+    // SAFETY: `kp` is the first field of a live kretprobe.
+    let pool = unsafe { (*rp).kp_private.cast::<Pool>() };
+    if pool.is_null() {
+        return;
+    }
+    // SAFETY: the pool lives until reaped; registration lock held.
+    unsafe {
+        (*pool).rp.store(null_mut(), Ordering::Release);
+        (*rp).kp_private = null_mut();
+        (*pool).next_zombie = (*core::ptr::addr_of!(ZOMBIES)).0;
+        (*core::ptr::addr_of_mut!(ZOMBIES)).0 = pool;
+    }
+}
+
 /// The entry probe's pre handler: take an instance, run the entry handler,
 /// hijack the return.
 ///
@@ -352,22 +377,26 @@ pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
     let rp = pool.rp.load(Ordering::Acquire);
     if !rp.is_null() {
         // SAFETY: interrupts are off.
-        let cpu = unsafe { percpu::this_cpu() };
-        if cpu.depth < MAX_DEPTH {
-            // Mark this CPU busy: probes hit by the handler count as missed.
-            cpu.frames[cpu.depth] = Frame {
-                point: core::ptr::null(),
-                stage: stage::HANDLERS,
-                saved: 0,
-            };
-            cpu.depth += 1;
+        let cpu = unsafe { Cpu::this() };
+        // Mark this CPU busy: probes hit by the handler count as missed.
+        let busy = Frame {
+            point: core::ptr::null(),
+            stage: stage::HANDLERS,
+            saved: 0,
+        };
+        if cpu.push(busy).is_some() {
             // SAFETY: `rp` stays valid until unregister, which waits for
             // handlers running with interrupts off.
             if let Some(h) = unsafe { (*rp).handler } {
                 // SAFETY: the handler contract.
                 unsafe { h(&mut inst.header, regs) };
             }
-            cpu.depth -= 1;
+            cpu.pop();
+        } else {
+            // Too deeply nested to run a handler safely: count it.
+            // SAFETY: as above.
+            unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
     inst.in_use.store(false, Ordering::Release);

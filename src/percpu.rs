@@ -3,8 +3,9 @@
 //! Per-CPU hit state: which probe this CPU is handling, and how far.
 //!
 //! The storage is a `DEFINE_PER_CPU` array in `src/helpers.c` (a macro Rust
-//! cannot expand); this file owns its layout. It is only touched from the trap
-//! path, which runs with interrupts off on one CPU, so plain accesses suffice.
+//! cannot expand); this file owns its layout. It is only touched from the
+//! trap path, with interrupts off on one CPU; traps can still nest (NMIs,
+//! probes hit by handlers), which [`Cpu`] accounts for.
 
 use crate::registry::Point;
 use kernel::build_assert;
@@ -46,17 +47,74 @@ extern "C" {
 /// Words in the C per-CPU area (`KP_CPU_WORDS` in helpers.c).
 const CPU_WORDS: usize = 64;
 
-/// This CPU's state.
+/// This CPU's hit state.
 ///
-/// # Safety
+/// Traps nest (an NMI, or a probe hit inside a handler, interrupts the
+/// code below at any instruction), so the state is never borrowed: every
+/// access is a volatile load or store through this pointer, and a level is
+/// reserved (depth raised) before its frame is written, so a nested trap
+/// always works on the frames above.
 ///
-/// Call only with interrupts disabled (trap context), and do not keep the
-/// reference past the trap handler.
-pub(crate) unsafe fn this_cpu() -> &'static mut CpuState {
-    build_assert!(core::mem::size_of::<CpuState>() <= CPU_WORDS * 8);
-    // SAFETY: the per-CPU area is CPU_WORDS words, zero-initialised, large
-    // enough and suitably aligned for `CpuState` (checked above); a zeroed
-    // `CpuState` with depth 0 is valid because frames past `depth` are never
-    // read. The caller guarantees exclusive access on this CPU.
-    unsafe { &mut *kp_helper_this_cpu_area().cast::<CpuState>() }
+/// INVARIANT: `0` points to this CPU's zero-initialised area; frames below
+/// `depth` belong to traps in progress on this CPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Cpu(*mut CpuState);
+
+impl Cpu {
+    /// This CPU's state.
+    ///
+    /// # Safety
+    ///
+    /// Call only with interrupts disabled (trap context), and use the result
+    /// only until the trap handler returns.
+    pub(crate) unsafe fn this() -> Self {
+        build_assert!(core::mem::size_of::<CpuState>() <= CPU_WORDS * 8);
+        // SAFETY: the per-CPU area is CPU_WORDS words, large enough and
+        // suitably aligned for `CpuState` (checked above); all-zero is a
+        // valid `CpuState` (depth 0; frames are plain integers and pointers).
+        Cpu(unsafe { kp_helper_this_cpu_area().cast::<CpuState>() })
+    }
+
+    /// Traps in progress on this CPU.
+    pub(crate) fn depth(self) -> usize {
+        // SAFETY: type invariant; nested traps restore `depth` before they
+        // return, so a plain volatile read sees this level's value.
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).depth)) }
+    }
+
+    fn set_depth(self, d: usize) {
+        // SAFETY: type invariant.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).depth), d) };
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reserves the next level and fills its frame; returns its index, or
+    /// `None` when nesting is too deep.
+    pub(crate) fn push(self, f: Frame) -> Option<usize> {
+        let d = self.depth();
+        if d >= MAX_DEPTH {
+            return None;
+        }
+        self.set_depth(d + 1);
+        self.set_frame(d, f);
+        Some(d)
+    }
+
+    /// Drops the top level.
+    pub(crate) fn pop(self) {
+        self.set_depth(self.depth() - 1);
+    }
+
+    /// Frame `i` (below `depth`).
+    pub(crate) fn frame(self, i: usize) -> Frame {
+        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).frames[i])) }
+    }
+
+    /// Overwrites frame `i` (a level this trap reserved).
+    pub(crate) fn set_frame(self, i: usize, f: Frame) {
+        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).frames[i]), f) };
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    }
 }

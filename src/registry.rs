@@ -230,6 +230,10 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
         );
         return Err(EINVAL);
     }
+    if let Some(why) = symbols::reserved_by(addr, arch::FTRACE_GUARD) {
+        pr_err!("{} is {}: other kernel code rewrites it\n", sym.text(), why);
+        return Err(EBUSY);
+    }
     if symbols::has_extable_entry(addr) {
         // A fault there is fixed up through the exception table by the
         // faulting address; from an out-of-line copy that lookup would fail
@@ -423,9 +427,11 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
             .store(point as *const _ as *mut _, Ordering::Release)
     };
     if let Err(e) = sync_armed(g, point) {
-        // Undo: take the probe off the point again.
-        detach(g, probe);
-        free_probe();
+        // Undo: take the probe off the point again (if even that fails the
+        // record is leaked rather than freed under a live pointer).
+        if detach(g, probe) {
+            free_probe();
+        }
         return Err(e);
     }
     add_to_all(g, probe);
@@ -435,45 +441,48 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
 }
 
 /// Takes `probe` off its point; the last probe out disarms and frees the
-/// point. Returns after a grace period: no CPU runs the probe's handlers.
-fn detach(g: &RegGuard, probe: *mut Probe) {
+/// point. Returns whether the probe is off (then no CPU can run its
+/// handlers any more: a grace period passed); false only when memory for
+/// the new probe list could not be had, in which case nothing changed.
+fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
     // SAFETY: `probe` is live under the lock.
-    let pp = unsafe { (*probe).point.swap(null_mut(), Ordering::AcqRel) };
+    let pp = unsafe { (*probe).point.load(Ordering::Acquire) };
     if pp.is_null() {
-        return; // GONE: already off any point
+        return true; // GONE: already off any point
     }
     // SAFETY: points are live under the lock.
     let point: &'static Point = unsafe { &*pp };
-    if point.probes().len() == 1 {
-        if point.armed.load(Ordering::Relaxed) {
-            if let Err(e) = arch::disarm(point.addr, &point.insn) {
-                // Cannot restore the text: keep the point (and its copy)
-                // alive forever rather than free what a CPU may still use.
-                pr_err!(
-                    "cannot restore text at {:#x}: {:?}; leaking it\n",
-                    point.addr,
-                    e
-                );
-                return;
-            }
-            point.armed.store(false, Ordering::Relaxed);
+    // Everything that can fail for lack of memory comes first.
+    let Ok(list) = new_list(point.probes(), None, probe) else {
+        pr_err!("out of memory detaching a probe at {:#x}\n", point.addr);
+        return false;
+    };
+    // SAFETY: `probe` is live.
+    unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
+    if list.is_empty() && point.armed.load(Ordering::Relaxed) {
+        if let Err(e) = arch::disarm(point.addr, &point.insn) {
+            // The breakpoint stays: keep the point (and its copy) forever,
+            // with no probe on it; hits just run the instruction.
+            pr_err!(
+                "cannot restore text at {:#x}: {:?}; leaving it armed\n",
+                point.addr,
+                e
+            );
+            replace_list(point, list);
+            return true;
         }
+        point.armed.store(false, Ordering::Relaxed);
+    }
+    if list.is_empty() {
+        drop(list);
         unlink(g, point);
         free_point(g, point);
     } else {
-        match new_list(point.probes(), None, probe) {
-            Ok(list) => replace_list(point, list),
-            Err(_) => {
-                // Out of memory: mark it disabled and leave it listed; the
-                // hit path skips disabled probes. Keep the record alive.
-                // SAFETY: `probe` is live.
-                unsafe { (*probe).disabled.store(true, Ordering::Relaxed) };
-                pr_err!("out of memory detaching a probe at {:#x}\n", point.addr);
-            }
-        }
+        // Waits a grace period: nobody still runs the probe's handlers.
+        replace_list(point, list);
         let _ = sync_armed(g, point);
-        synchronize();
     }
+    true
 }
 
 /// Whether `probe` is a registered probe's record. Registration lock held.
@@ -485,21 +494,31 @@ fn is_registered(g: &RegGuard, probe: *const Probe) -> bool {
 
 /// Detaches, unlists and frees a registered probe's record. Does not touch
 /// the client's struct.
-fn drop_probe(g: &RegGuard, probe: *mut Probe) {
-    detach(g, probe);
+/// Returns false (and keeps the record registered) when it could not be
+/// detached.
+fn drop_probe(g: &RegGuard, probe: *mut Probe) -> bool {
+    if !detach(g, probe) {
+        return false;
+    }
     remove_from_all(g, probe);
     // SAFETY: detached, unlisted, and a grace period passed in `detach`.
     drop(unsafe { KBox::from_raw(probe) });
+    true
 }
 
-fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) {
+/// Returns whether `p` is unregistered now.
+fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) -> bool {
     let probe = p.kp_private.cast::<Probe>();
     if !is_registered(g, probe) {
         pr_err!("unregister of unknown probe {:p}\n", p);
-        return;
+        return true;
     }
-    drop_probe(g, probe);
+    if !drop_probe(g, probe) {
+        pr_err!("could not unregister probe {:p}; it stays registered\n", p);
+        return false;
+    }
     p.kp_private = null_mut();
+    true
 }
 
 /// Validates a client's struct before registration.
@@ -511,40 +530,44 @@ fn check_new(p: &KpKprobe) -> Result {
     Ok(())
 }
 
+/// Where a request for `addr` really probes: a function entry moves past
+/// what the arch reserves there (the ftrace site; see the backends).
+fn adjust_entry(addr: usize) -> usize {
+    match symbols::symbol_at(addr) {
+        Some(s) if s.start == addr => arch::entry_probe_address(s.start, s.size),
+        _ => addr,
+    }
+}
+
 /// Where `p` will really probe (entry adjustment included), validated, and
-/// the function it is in.
-fn resolve(p: &KpKprobe) -> Result<(usize, symbols::Symbol)> {
-    let addr = requested_address(p)?;
+/// the function it is in. Registration lock held: the text cannot change
+/// under the checks (no point is freed, no module finishes going away).
+fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, symbols::Symbol)> {
+    let addr = adjust_entry(requested_address(p)?);
     let sym = validate(addr)?;
-    let addr = if addr == sym.start {
-        // Function entry: step over what the arch reserves there (ftrace site).
-        arch::entry_probe_address(sym.start, sym.size)
-    } else {
-        addr
-    };
     Ok((addr, sym))
 }
 
 /// For kretprobes: checks that `p` names a function entry (symbol + 0, or
-/// the address of a function's first byte) and returns that function.
+/// the address of a function's first byte) that can be probed, and returns
+/// that function.
 pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
     let addr = requested_address(p)?;
-    let sym = validate(addr)?;
-    if addr != sym.start {
-        pr_err!(
-            "kretprobe: {:#x} is not a function entry ({})\n",
-            addr,
-            sym.text()
-        );
+    let Some(sym) = symbols::symbol_at(addr).filter(|s| s.start == addr) else {
+        pr_err!("kretprobe: {:#x} is not a function entry\n", addr);
         return Err(EINVAL);
-    }
+    };
+    validate(adjust_entry(addr))?;
     Ok(sym)
 }
 
 fn register(p: &mut KpKprobe) -> Result {
-    check_new(p)?;
-    let (addr, sym) = resolve(p)?;
     let g = RegGuard::lock();
+    check_new(p)?;
+    // Leftovers of an earlier registration, as the kernel clears them.
+    p.flags &= KP_FLAG_DISABLED;
+    p.nmissed = 0;
+    let (addr, sym) = resolve(&g, p)?;
     register_locked(&g, p, addr, &sym)
 }
 
@@ -735,12 +758,17 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             "module unloading with probe {:p} still registered; unregistering it\n",
             user
         );
-        if within(user as usize) {
+        let done = if within(user as usize) {
             // The struct is module memory, valid until after this notifier.
+            // A kretprobe's pool must stop calling its handler too.
+            crate::kretprobe::forget_if_kretprobe(&g, user);
             // SAFETY: as just said.
-            unregister_locked(&g, unsafe { &mut *user });
+            unregister_locked(&g, unsafe { &mut *user })
         } else {
-            drop_probe(&g, victim);
+            drop_probe(&g, victim)
+        };
+        if !done {
+            break; // out of memory: leave it rather than loop
         }
     }
     // Points in the going module's text: mark their probes GONE.
@@ -783,7 +811,9 @@ pub(crate) fn remove_all() {
             "a probe (point {:p}) is still registered at engine unload; removing it\n",
             addr
         );
-        drop_probe(&g, first);
+        if !drop_probe(&g, first) {
+            break;
+        }
     }
 }
 

@@ -29,6 +29,28 @@ static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
 static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
+
+/// Text other kernel code rewrites at run time: a probe there would be
+/// overwritten, or would make that code find unexpected bytes and BUG().
+/// Each is `int f(void *start, void *end)` (non-zero: reserved), resolved
+/// when the kernel has it (they depend on the configuration).
+const RESERVED_CHECKS: [(&str, &CStr); 3] = [
+    (
+        "a jump-label site",
+        kernel::c_str!("jump_label_text_reserved"),
+    ),
+    (
+        "a static-call site",
+        kernel::c_str!("static_call_text_reserved"),
+    ),
+    (
+        "an alternatives/SMP-lock site",
+        kernel::c_str!("alternatives_text_reserved"),
+    ),
+];
+static RESERVED_FNS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+/// `unsigned long ftrace_location_range(unsigned long, unsigned long)`.
+static FTRACE_LOCATION_RANGE: AtomicUsize = AtomicUsize::new(0);
 static MODULE_TEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
 static STEXT: AtomicUsize = AtomicUsize::new(0);
 static ETEXT: AtomicUsize = AtomicUsize::new(0);
@@ -149,6 +171,13 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     SEARCH_EXTABLES.store(search, Ordering::Release);
+    for (slot, (_, name)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+        slot.store(lookup_name(name).unwrap_or(0), Ordering::Release);
+    }
+    FTRACE_LOCATION_RANGE.store(
+        lookup_name(c_str!("ftrace_location_range")).unwrap_or(0),
+        Ordering::Release,
+    );
     STEXT.store(s, Ordering::Relaxed);
     ETEXT.store(e, Ordering::Relaxed);
     Ok(())
@@ -173,7 +202,8 @@ extern "C" {
     fn kp_helper_is_module_text(module_text_address_fn: usize, addr: usize) -> bool;
 }
 
-/// Whether `addr` lies in the text (core or init) of a loaded module.
+/// Whether `addr` lies in the core text of a loaded module that is not
+/// going away (init text is refused: it is freed after init).
 pub(crate) fn in_module_text(addr: usize) -> bool {
     let f = MODULE_TEXT_ADDRESS.load(Ordering::Acquire);
     // SAFETY: `f` is `__module_text_address`, resolved and non-zero after
@@ -266,6 +296,42 @@ pub(crate) fn has_extable_entry(addr: usize) -> bool {
             core::mem::transmute(f);
         !search(addr).is_null()
     }
+}
+
+/// Why the text at `addr` belongs to another kernel text-patching user, if
+/// it does: jump labels, static calls, alternatives, or an ftrace call site
+/// within `[addr, addr + ftrace_guard]` (the arch says how far ftrace's
+/// bytes reach back, e.g. arm64's per-function ops literal).
+pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static str> {
+    for (slot, (why, _)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+        let f = slot.load(Ordering::Acquire);
+        if f == 0 {
+            continue;
+        }
+        // SAFETY: `f` is the named kernel function, resolved in `init`, with
+        // the C signature `int (void *, void *)`.
+        let reserved = unsafe {
+            let f: unsafe extern "C" fn(usize, usize) -> kernel::ffi::c_int =
+                core::mem::transmute(f);
+            f(addr, addr) != 0
+        };
+        if reserved {
+            return Some(why);
+        }
+    }
+    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with
+        // the C signature `unsigned long (unsigned long, unsigned long)`.
+        let site = unsafe {
+            let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
+            f(addr, addr + ftrace_guard)
+        };
+        if site != 0 {
+            return Some("an ftrace call site");
+        }
+    }
+    None
 }
 
 /// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).

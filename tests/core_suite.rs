@@ -342,6 +342,10 @@ fn enable_disable(t: &mut Test) {
 // Concurrency: a worker calls the target while this thread changes probes.
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set once the probe is disabled for good: its handler must not run.
+static MUST_NOT_RUN: AtomicBool = AtomicBool::new(false);
+/// Calls made so far by the worker (live).
+static LIVE_CALLS: AtomicU64 = AtomicU64::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static DONE: AtomicBool = AtomicBool::new(false);
 static HITS_A: AtomicU64 = AtomicU64::new(0);
@@ -356,6 +360,7 @@ fn caller(limit: usize) {
             HANDLER_ERRORS.fetch_add(1, Ordering::Relaxed);
         }
         n += 1;
+        LIVE_CALLS.store(n, Ordering::Relaxed);
     }
     CALLS.store(n, Ordering::SeqCst);
     DONE.store(true, Ordering::SeqCst);
@@ -378,11 +383,16 @@ unsafe extern "C" fn count_a(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c
 /// Called by the engine.
 unsafe extern "C" fn count_b(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
     HITS_B.fetch_add(1, Ordering::Relaxed);
+    if MUST_NOT_RUN.load(Ordering::SeqCst) {
+        HANDLER_ERRORS.fetch_add(1, Ordering::Relaxed);
+    }
     0
 }
 
 fn reset_concurrency() {
     STOP.store(false, Ordering::SeqCst);
+    MUST_NOT_RUN.store(false, Ordering::SeqCst);
+    LIVE_CALLS.store(0, Ordering::SeqCst);
     DONE.store(false, Ordering::SeqCst);
     CALLS.store(0, Ordering::SeqCst);
     HITS_A.store(0, Ordering::SeqCst);
@@ -411,6 +421,17 @@ fn toggle_while_other_cpu_calls(t: &mut Test) {
         };
         kp_expect_eq!(t, r, 0);
     }
+    // Once disable returns, the handler never runs again, while the other
+    // CPU keeps calling.
+    kp_expect_eq!(t, disable(&mut b), 0);
+    MUST_NOT_RUN.store(true, Ordering::SeqCst);
+    let before = LIVE_CALLS.load(Ordering::SeqCst);
+    while LIVE_CALLS.load(Ordering::SeqCst) < before + 10_000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(1) };
+    }
+    MUST_NOT_RUN.store(false, Ordering::SeqCst);
+    kp_expect_eq!(t, enable(&mut b), 0);
     STOP.store(true, Ordering::SeqCst);
     drop(w);
     kp_expect!(t, DONE.load(Ordering::SeqCst));

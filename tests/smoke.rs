@@ -50,6 +50,16 @@ fn smoke_bad_requests(t: &mut Test) {
     p.offset = 0;
     p.symbol_name = c"notify_die".as_ptr().cast();
     kp_expect_eq!(t, register(&mut p), EINVAL);
+    // An ftrace call site (x86_64: inside the 5-byte NOP at the entry;
+    // arm64: the NOP at entry + 4): ftrace rewrites those bytes.
+    p.symbol_name = c"do_sys_open".as_ptr().cast();
+    p.offset = if cfg!(CONFIG_X86_64) { 1 } else { 4 };
+    kp_expect_eq!(
+        t,
+        register(&mut p),
+        -(kernel::bindings::EBUSY as kernel::ffi::c_int)
+    );
+    p.offset = 0;
     // A null probe.
     // SAFETY: null is explicitly allowed and refused.
     let r = unsafe { kp::kp_register_kprobe(core::ptr::null_mut()) };

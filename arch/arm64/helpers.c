@@ -19,11 +19,11 @@
 #include "../../src/helpers.h"
 
 /* Returns straight to do_el1_brk64()'s caller (x30 is the caller's). */
-static void kp_arm64_brk_skip(unsigned long esr, struct pt_regs *regs)
+static notrace void kp_arm64_brk_skip(unsigned long esr, struct pt_regs *regs)
 {
 }
 
-static void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_ip,
+static notrace void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_ip,
 				struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
 	unsigned long esr = ftrace_regs_get_argument(fregs, 0);
@@ -37,11 +37,16 @@ static void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_ip,
 static struct ftrace_ops kp_brk_ops = {
 	.func = kp_arm64_brk_ftrace,
 	/*
-	 * RECURSION: we handle nesting ourselves (a probe hit inside a
-	 * handler is a BRK inside our callback and must reach us, not be
-	 * dropped by ftrace's recursion guard).
+	 * No FTRACE_OPS_FL_RECURSION: that flag *asks* ftrace for recursion
+	 * protection, which would drop a nested BRK (a probe hit inside a
+	 * handler) and let it reach die(). The engine handles nesting itself.
+	 * Without it the call site can call us directly (CALL_OPS) while we
+	 * are the only ops on do_el1_brk64; when another ops traces it too,
+	 * the list function's own guard applies (documented limit).
+	 * PERMANENT: ftrace_enabled=0 must not remove this hook while BRKs
+	 * are armed.
 	 */
-	.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_RECURSION,
+	.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT,
 };
 
 int kp_helper_arm64_brk_hook_init(void)

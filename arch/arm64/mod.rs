@@ -34,6 +34,11 @@ pub(crate) use kretprobe::{
     clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
 };
 
+/// An ftrace call site (the `nop`/`bl` at function + 4) owns the 8-byte ops
+/// literal before the function (CALL_OPS) and the `mov x9, x30` before it:
+/// an address is refused when a site lies within the next 12 bytes.
+pub(crate) const FTRACE_GUARD: usize = 12;
+
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "arm64";
 
@@ -245,7 +250,11 @@ const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
 /// marked `NOKPROBE`. See `src/blacklist.rs`.
 pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = &[
     (kernel::c_str!("do_el1_brk64"), TRAP),
-    (kernel::c_str!("el1_dbg"), TRAP),
+    (kernel::c_str!("el1_brk64"), TRAP),
+    (kernel::c_str!("ftrace_ops_test"), TRAP),
+    (kernel::c_str!("hash_contains_ip"), TRAP),
+    (kernel::c_str!("ftrace_lookup_ip"), TRAP),
+    (kernel::c_str!("__ftrace_lookup_ip"), TRAP),
     (kernel::c_str!("el1h_64_sync_handler"), TRAP),
     (kernel::c_str!("call_el1_break_hook"), TRAP),
     (kernel::c_str!("ftrace_caller"), TRAP),

@@ -9,10 +9,13 @@
 //! (`stop_machine()`): one writes through a writable alias and cleans and
 //! invalidates the caches to the point of unification for the written
 //! range, the others wait, then every CPU executes an ISB before going back
-//! to normal code.
+//! to normal code. The kernel lets the last CPU to arrive write; here the
+//! first does, which is equally safe: the callback runs only once every
+//! CPU is in the stopper with interrupts off, and the others spin in this
+//! callback (not in patched text) until the writer is done.
 
 use crate::text;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 
@@ -25,7 +28,8 @@ extern "C" {
     fn caches_clean_inval_pou(start: usize, end: usize);
     fn kp_helper_isb();
     static __cpu_online_mask: c_void;
-    static __num_online_cpus: AtomicUsize;
+    /// `atomic_t __num_online_cpus`.
+    static __num_online_cpus: AtomicI32;
 }
 
 struct Job<'a> {
@@ -45,7 +49,7 @@ unsafe extern "C" fn patch_cb(data: *mut c_void) -> c_int {
     // SAFETY: per the function's contract.
     let job = unsafe { &*data.cast::<Job<'_>>() };
     // SAFETY: reads an atomic counter of the kernel.
-    let cpus = unsafe { __num_online_cpus.load(Ordering::Relaxed) } & 0xffff_ffff;
+    let cpus = unsafe { __num_online_cpus.load(Ordering::Relaxed) } as usize;
     if job.count.fetch_add(1, Ordering::AcqRel) == 0 {
         for (i, &w) in job.insns.iter().enumerate() {
             // SAFETY: `alias` maps the page(s) of the target writable and

@@ -100,7 +100,7 @@ pub(crate) fn plan(insn: &Insn, addr: usize, b: &[u8]) -> Result<Option<Op>, Ref
         }
         Class::SegWrite => return Err("segment register write"),
         Class::Hlt => return Err("hlt"),
-        Class::Ud => return Err("undefined instruction (BUG/WARN site)"),
+        Class::Ud => return Err("ud2/ud1 (the kernel's BUG() and WARN() traps)"),
         Class::Unsafe => return Err("system instruction unsafe out of line"),
     }))
 }

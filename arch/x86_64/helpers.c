@@ -22,7 +22,7 @@ static_assert(offsetof(struct pt_regs, flags) == 18 * 8);
 static_assert(offsetof(struct pt_regs, sp) == 19 * 8);
 static_assert(sizeof(struct pt_regs) == 21 * 8);
 
-static int kp_die_notify_c(struct notifier_block *nb, unsigned long val,
+static notrace int kp_die_notify_c(struct notifier_block *nb, unsigned long val,
 			   void *data)
 {
 	struct die_args *args = data;

@@ -31,6 +31,10 @@ pub(crate) use kretprobe::{
     clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
 };
 
+/// How far before an ftrace call site its bytes reach: none on x86_64 (the
+/// 5-byte site itself is checked).
+pub(crate) const FTRACE_GUARD: usize = 0;
+
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "x86_64";
 
