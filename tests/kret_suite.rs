@@ -529,10 +529,20 @@ fn kret_stack_traces(t: &mut Test) {
     // SAFETY: let the worker reach its sleep.
     unsafe { bindings::msleep(20) };
     let mut buf = [0usize; TRACE_LEN];
-    // SAFETY: the worker's task lives until `w` is dropped below; it walks
-    // the worker's stack, not ours.
-    let n = unsafe { stack_trace_save_tsk(w.task().cast(), buf.as_mut_ptr(), TRACE_LEN as _, 0) }
-        as usize;
+    let mut n = 0;
+    // A task running on another CPU cannot be walked (the trace is empty):
+    // retry until the worker is caught asleep inside the function.
+    for _ in 0..200 {
+        // SAFETY: the worker's task lives until `w` is dropped below; it
+        // walks the worker's stack, not ours.
+        n = unsafe { stack_trace_save_tsk(w.task().cast(), buf.as_mut_ptr(), TRACE_LEN as _, 0) }
+            as usize;
+        if n > 0 {
+            break;
+        }
+        // SAFETY: process context.
+        unsafe { bindings::msleep(1) };
+    }
     let shown = buf.get(..n).unwrap_or(&[]);
     let shows_stub = show_trace(
         t,
