@@ -5,7 +5,8 @@
  * The shapes follow <linux/kprobes.h>, with every name prefixed `kp_` so that
  * both can be included in one translation unit and neither engine's symbols
  * clash with the other's. The Rust definition of the same ABI is src/abi.rs;
- * keep the two identical (the engine checks the struct size at load time).
+ * keep the two identical (the engine exports kp_kprobe_abi_size, its
+ * sizeof(struct kp_kprobe), for clients and tests to compare).
  */
 #ifndef _KP_KPROBES_H
 #define _KP_KPROBES_H

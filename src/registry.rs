@@ -396,16 +396,19 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
                 }
             };
             let made = new_list(&[], Some(probe), core::ptr::null()).and_then(|list| {
-                Ok(KBox::new(
+                let point = KBox::new(
                     Point {
                         addr,
                         insn,
-                        list: AtomicPtr::new(KBox::into_raw(list)),
+                        list: AtomicPtr::new(null_mut()),
                         armed: AtomicBool::new(false),
                         next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
                     },
                     GFP_KERNEL,
-                )?)
+                )?;
+                // Only now that nothing can fail does the list change hands.
+                point.list.store(KBox::into_raw(list), Ordering::Relaxed);
+                Ok(point)
             });
             let point = match made {
                 Ok(b) => KBox::into_raw(b),

@@ -102,7 +102,7 @@ core::arch::global_asm!(
     "1: mov $1, %eax",
     "ret",
     "KP_END kp_emu_jl32",
-    // loop: counts down from min(rdi, 7) + 1 (probe on `loop`, at +12)
+    // loop: counts down from (rdi & 7) + 1 (probe on `loop`, at +16)
     "KP_FN kp_emu_loop",
     "mov %rdi, %rcx",
     "and $7, %rcx",
@@ -121,7 +121,7 @@ core::arch::global_asm!(
     "1: mov $1, %eax",
     "ret",
     "KP_END kp_emu_jrcxz",
-    // loopne: rcx = rdi | 1 ... (probe at +10)
+    // loopne: rcx = rdi | 2, then taken while rcx - 1 != 0 and rdi != rsi (probe at +10)
     "KP_FN kp_emu_loopne",
     "mov %rdi, %rcx",
     "or $2, %rcx",

@@ -246,7 +246,7 @@ const TRAP: &kernel::str::CStr = kernel::c_str!("engine trap path");
 const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
 
 /// Functions never to probe, with the reason: the arm64 trap path (BRK
-/// exception entry and the ftrace route to it; see DESIGN.md), and assembly
+/// exception entry and the ftrace route to it; see helpers.c), and assembly
 /// marked `NOKPROBE`. See `src/blacklist.rs`.
 pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = &[
     (kernel::c_str!("do_el1_brk64"), TRAP),

@@ -184,8 +184,10 @@ pub(crate) fn run(op: Op, addr: usize, len: usize, r: &mut pt_regs) {
                 }
             } else {
                 let nonzero = if ecx {
+                    // A 32-bit count writes ECX, zero-extended (as QEMU and
+                    // Bochs do; compilers never emit this form).
                     let c = (r.cx as u32).wrapping_sub(1);
-                    r.cx = (r.cx & !0xffff_ffff) | c as usize;
+                    r.cx = c as usize;
                     c != 0
                 } else {
                     r.cx = r.cx.wrapping_sub(1);
