@@ -3,6 +3,11 @@
 . /guest-lib.sh
 check engine-insmod insmod $M/kprobes.ko
 check debugfs-blacklist grep -q 'notify_die+0x0.*NOKPROBE_SYMBOL' $KP/blacklist
+# For kp_random: replay a seed given on the kernel command line
+# (KP_CMDLINE="kp_random_seed=0x..." make test).
+for w in $(cat /proc/cmdline); do
+	case $w in kp_random_seed=*) echo "${w#kp_random_seed=}" >/tmp/kp_random_seed ;; esac
+done
 # For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read().
 cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
 check kunit-insmod insmod $M/kprobes_kunit.ko

@@ -31,7 +31,7 @@ chmod +x "$root/init"
 accel=(-accel tcg)
 [ "${QEMU_ACCEL:-tcg}" = kvm ] && accel=(-accel kvm)
 common=(-smp 2 -m 1024 -nographic -no-reboot -initrd "$out/initramfs.cpio.gz" "${accel[@]}")
-cmdline="panic=-1 oops=panic loglevel=7 quiet_kunit=0"
+cmdline="panic=-1 oops=panic loglevel=7 ${KP_CMDLINE:-}"
 case $arch in
 x86_64)
 	cmd=(qemu-system-x86_64 -cpu max -kernel "$kdir/arch/x86/boot/bzImage"

@@ -15,6 +15,9 @@
 //!   `.kprobes.text`, `.noinstr.text` (which includes `.cpuidle.text`),
 //!   `.entry.text`, `.irqentry.text`, `.softirqentry.text`, and per arch
 //!   the ranges the backend names (arm64: hyp and idmap text);
+//! - every function those sections call or jump to directly (one level;
+//!   found by decoding them with the arch decoder): entry code runs them
+//!   before any recursion check can happen;
 //! - per arch ([`crate::arch::BLACKLIST_FUNCS`]): the functions our own
 //!   trap path runs through before it can detect recursion (most are
 //!   already `NOKPROBE_SYMBOL`; listing them documents the dependency), and
@@ -97,6 +100,35 @@ pub(crate) fn init() -> Result {
     for &(s, e, reason) in Iterator::chain(SECTIONS.iter(), crate::arch::BLACKLIST_SECTIONS) {
         add_section(&mut v, s, e, reason)?;
     }
+    // Functions that code in those sections calls or jumps to directly: an
+    // entry path runs them before any recursion check (arm64's noinstr
+    // context tracking calls an out-of-line preempt_count() in .text, for
+    // instance; a breakpoint there recurses forever). One level deep.
+    let nsec = v.len();
+    let mut callees = 0usize;
+    for i in 0..nsec {
+        let (start, end) = (v.as_slice()[i].start, v.as_slice()[i].end);
+        let mut r = Ok(());
+        crate::arch::for_each_direct_branch(start, end, |target| {
+            if r.is_err()
+                || v.as_slice()
+                    .iter()
+                    .any(|x| (x.start..x.end).contains(&target))
+            {
+                return;
+            }
+            if let Some(sym) = symbols::symbol_at(target) {
+                r = add(
+                    &mut v,
+                    sym.start,
+                    sym.start + sym.size,
+                    c_str!("called from noinstr/entry code"),
+                );
+                callees += 1;
+            }
+        });
+        r?;
+    }
     let sections = v.len();
     let mut nokprobe = Ok(0usize);
     symbols::for_each_symbol(|name, _addr| {
@@ -132,9 +164,10 @@ pub(crate) fn init() -> Result {
     let b = KBox::new(v, GFP_KERNEL)?;
     LIST.store(KBox::into_raw(b), Ordering::Release);
     pr_info!(
-        "blacklist: {} ranges: {} sections, {} NOKPROBE_SYMBOL, {} arch\n",
+        "blacklist: {} ranges: {} sections, {} their callees, {} NOKPROBE_SYMBOL, {} arch\n",
         n,
-        sections,
+        nsec,
+        callees,
         nokprobe,
         n - sections - nokprobe
     );

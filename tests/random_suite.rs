@@ -117,10 +117,37 @@ fn workload() {
     }
 }
 
+/// The seed in `/tmp/kp_random_seed` (hex), if the guest job wrote one.
+fn seed_from_file() -> Option<u64> {
+    let path = c"/tmp/kp_random_seed";
+    // SAFETY: a NUL-terminated path; O_RDONLY.
+    let f = unsafe { bindings::filp_open(path.as_ptr().cast(), 0, 0) };
+    if (f as isize) < 0 && (f as isize) > -4096 {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let mut pos: bindings::loff_t = 0;
+    // SAFETY: `f` is open; the destination is our buffer.
+    let n = unsafe { bindings::kernel_read(f, buf.as_mut_ptr().cast(), buf.len(), &mut pos) };
+    // SAFETY: opened above.
+    unsafe { bindings::filp_close(f, core::ptr::null_mut()) };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let hex = text.strip_prefix(b"0x").unwrap_or(text);
+    let mut v = 0u64;
+    for &c in hex.iter().take_while(|c| c.is_ascii_hexdigit()) {
+        v = v.checked_mul(16)? + u64::from((c as char).to_digit(16)?);
+    }
+    Some(v)
+}
+
 fn random_kernel_instructions(t: &mut Test) {
     // SAFETY: plain call.
-    let seed = u64::from(unsafe { bindings::get_random_u32() }) | 1;
-    t.info(format_args!("seed {:#x}", seed));
+    let seed =
+        seed_from_file().unwrap_or_else(|| u64::from(unsafe { bindings::get_random_u32() })) | 1;
+    t.info(format_args!(
+        "seed {:#x} (replay: KP_CMDLINE=kp_random_seed={:#x})",
+        seed, seed
+    ));
     let mut rng = Rng(seed);
     // Functions around msleep: walk forward symbol by symbol.
     let mut funcs = KVec::new();
@@ -155,6 +182,8 @@ fn random_kernel_instructions(t: &mut Test) {
         let Ok(mut p) = KBox::new(KpKprobe::new(), GFP_KERNEL) else {
             break;
         };
+        // Logged before registering, so that a hang names its culprit.
+        kernel::pr_info!("kp_random: trying {:#x}\n", addr);
         p.addr = addr as *mut _;
         p.pre_handler = Some(count);
         match register(&mut p) {

@@ -232,6 +232,26 @@ pub(crate) fn finish_step(
     regs::set_ip(regs, addr + 4);
 }
 
+/// Calls `f` with the target of every direct branch (`b`, `bl`) in
+/// `[start, end)`. Process context.
+pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
+    let mut at = (start + 3) & !3;
+    while at + 4 <= end {
+        let mut w = 0u32;
+        // SAFETY: a nofault read of kernel text into a local.
+        let r = unsafe {
+            bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), at as *const _, 4)
+        };
+        if r != 0 {
+            return;
+        }
+        if let Class::B { offset } | Class::Bl { offset } = decode::classify(w) {
+            f((at as i64).wrapping_add(offset) as usize);
+        }
+        at += 4;
+    }
+}
+
 /// Arch set-up at engine load.
 pub(crate) fn init() -> Result {
     trap::init()

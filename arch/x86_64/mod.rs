@@ -281,6 +281,34 @@ pub(crate) fn finish_step(
     regs.flags |= saved;
 }
 
+/// Calls `f` with the target of every direct `call`/`jmp` in
+/// `[start, end)`, decoding linearly (padding decodes as one-byte int3 or
+/// NOPs; an undecodable byte is skipped). Process context.
+pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
+    let mut at = start;
+    while at < end {
+        let mut b = [0u8; MAX_INSN_LEN];
+        // SAFETY: a nofault read of kernel text into a local.
+        let r = unsafe {
+            bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), at as *const _, b.len())
+        };
+        if r != 0 {
+            return;
+        }
+        match decode(&b) {
+            Ok(i) => {
+                if matches!(i.class, Class::CallRel | Class::JmpRel) {
+                    if let Some(t) = i.rel_target(at as u64, &b) {
+                        f(t as usize);
+                    }
+                }
+                at += i.len as usize;
+            }
+            Err(_) => at += 1,
+        }
+    }
+}
+
 /// Arch set-up at engine load.
 pub(crate) fn init() -> Result {
     trap::init()
