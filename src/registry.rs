@@ -843,6 +843,18 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
                 write!(w, "  [GONE]")?;
             } else if q.disabled.load(Ordering::Relaxed) {
                 write!(w, "  [DISABLED]")?;
+            } else {
+                // SAFETY: points are live under the lock.
+                let point = unsafe { &*pp };
+                let post = point.probes().iter().any(|&o| {
+                    // SAFETY: listed probes and their structs are live.
+                    let o = unsafe { &*o };
+                    !o.disabled.load(Ordering::Relaxed)
+                        && unsafe { (*o.user).post_handler.is_some() }
+                });
+                if arch::boostable(&point.insn) && !post {
+                    write!(w, "  [BOOSTED]")?;
+                }
             }
             writeln!(
                 w,

@@ -25,8 +25,47 @@ fn base() -> usize {
     core::ptr::addr_of!(kp_insn_slots) as usize
 }
 
+/// Slots freed while a task may still be executing them (boosted copies run
+/// with interrupts on, so a task can be preempted inside one). They become
+/// free after `synchronize_rcu_tasks()`, which waits until every task has
+/// voluntarily scheduled, run in user space or idled since.
+static DEFERRED: [AtomicU64; NSLOTS / 64] = [const { AtomicU64::new(0) }; NSLOTS / 64];
+
+/// Frees a slot that a preempted task may still be in. Registration lock.
+// Only boosted copies need it; arm64 does not boost yet.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn free_deferred(slot: usize) {
+    let i = (slot - base()) / SLOT_SIZE;
+    DEFERRED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+}
+
+/// Waits for tasks to leave deferred slots and frees them. Registration
+/// lock held; process context. Returns whether any was freed.
+pub(crate) fn reclaim_deferred() -> bool {
+    if DEFERRED.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
+        return false;
+    }
+    // SAFETY: process context.
+    unsafe { kernel::bindings::synchronize_rcu_tasks() };
+    for (w, word) in DEFERRED.iter().enumerate() {
+        let mut bits = word.swap(0, Ordering::Relaxed);
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let slot = base() + (w * 64 + b) * SLOT_SIZE;
+            crate::arch::clear_slot(slot);
+            free(slot);
+        }
+    }
+    true
+}
+
 /// Takes a free slot. Registration lock held.
 pub(crate) fn alloc() -> Option<usize> {
+    alloc_now().or_else(|| reclaim_deferred().then(alloc_now).flatten())
+}
+
+fn alloc_now() -> Option<usize> {
     for (w, word) in USED.iter().enumerate() {
         let v = word.load(Ordering::Relaxed);
         if v != u64::MAX {

@@ -181,6 +181,42 @@ core::arch::global_asm!(
     "add $1, %rax",
     "ret",
     "KP_END kp_emu_call_r10",
+    // Plain instructions, boosted or stepped depending on the post handler:
+    // push (+0, boostable) and pop (+1).
+    "KP_FN kp_plain_push",
+    "push %rdi",
+    "pop %rax",
+    "add %rsi, %rax",
+    "ret",
+    "KP_END kp_plain_push",
+    "KP_FN kp_plain_pop",
+    "push %rdi",
+    "pop %rax",
+    "add %rsi, %rax",
+    "ret",
+    "KP_END kp_plain_pop",
+    // A lock RMW on the stack (+1, never boosted): a + b.
+    "KP_FN kp_plain_lock",
+    "push %rdi",
+    "lock addq %rsi, (%rsp)",
+    "pop %rax",
+    "ret",
+    "KP_END kp_plain_lock",
+    // A string op (+4, never boosted): returns a.
+    "KP_FN kp_plain_lods",
+    "push %rdi",
+    "mov %rsp, %rsi",
+    "lodsq",
+    "pop %rcx",
+    "ret",
+    "KP_END kp_plain_lods",
+    // A RIP-relative store (+0, boosted with its displacement re-aimed).
+    "KP_FN kp_plain_ripstore",
+    "mov %rdi, kp_plain_cell(%rip)",
+    "mov kp_plain_cell(%rip), %rax",
+    "add %rsi, %rax",
+    "ret",
+    "KP_END kp_plain_ripstore",
     // Stepped out of line with a re-aimed RIP-relative operand (probe at 0).
     "KP_FN kp_emu_riprel",
     "mov kp_emu_literal(%rip), %rax",
@@ -191,6 +227,10 @@ core::arch::global_asm!(
     ".pushsection .rodata",
     ".p2align 3",
     "kp_emu_literal: .quad 0x1122334455667788",
+    ".popsection",
+    ".pushsection .data",
+    ".p2align 3",
+    "kp_plain_cell: .quad 0",
     ".popsection",
     options(att_syntax),
 );
@@ -240,6 +280,7 @@ funcs!(
     kp_emu_ret @ 3, kp_emu_ret_imm => kp_emu_ret_imm_callee @ 5,
     kp_emu_jmp_rdx @ 12, kp_emu_jmp_r11 @ 12, kp_emu_call_rdx @ 7, kp_emu_call_r10 @ 7,
     kp_emu_riprel @ 0,
+    kp_plain_push @ 0, kp_plain_pop @ 1, kp_plain_lock @ 1, kp_plain_lods @ 4, kp_plain_ripstore @ 0,
 );
 
 /// Argument pairs: equal, less, greater (signed and unsigned), overflow,
@@ -260,6 +301,20 @@ const ARGS: &[(u64, u64)] = &[
 ];
 
 static HITS: AtomicUsize = AtomicUsize::new(0);
+static POSTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts post handler calls.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn count_post(
+    _p: *mut KpKprobe,
+    _r: *mut bindings::pt_regs,
+    _f: kernel::ffi::c_ulong,
+) {
+    POSTS.fetch_add(1, Ordering::SeqCst);
+}
 
 /// Counts hits.
 ///
@@ -284,50 +339,67 @@ fn runs(name: &core::ffi::CStr, a: u64) -> usize {
     }
 }
 
-fn x86_emulated_classes(t: &mut Test) {
-    for &(name, f, off) in FUNCS {
-        let mut expected = [0u64; ARGS.len()];
-        for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
-            // SAFETY: the assembly functions take two integers, return one.
-            *e = unsafe { f(a, b) };
-        }
-        let mut p = KpKprobe::new();
-        p.symbol_name = name.as_ptr().cast();
-        p.offset = off;
-        p.pre_handler = Some(count);
-        HITS.store(0, Ordering::SeqCst);
-        let r = register(&mut p);
-        kp_expect_eq!(t, r, 0, "{:?}+{}", name, off);
-        if r != 0 {
-            continue;
-        }
-        let at = p.addr as usize;
-        let armed_word = text_word(at);
-        let mut want_hits = 0;
-        for (&e, &(a, b)) in expected.iter().zip(ARGS) {
-            // SAFETY: as above.
-            let got = unsafe { f(a, b) };
+/// Every function of the table, probed without a post handler (plain
+/// instructions are then boosted where possible) and with one (stepped,
+/// with a second trap).
+fn x86_emulated_and_stepped_classes(t: &mut Test) {
+    for with_post in [false, true] {
+        for &(name, f, off) in FUNCS {
+            let mut expected = [0u64; ARGS.len()];
+            for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
+                // SAFETY: the assembly functions take two integers, return one.
+                *e = unsafe { f(a, b) };
+            }
+            let mut p = KpKprobe::new();
+            p.symbol_name = name.as_ptr().cast();
+            p.offset = off;
+            p.pre_handler = Some(count);
+            if with_post {
+                p.post_handler = Some(count_post);
+            }
+            HITS.store(0, Ordering::SeqCst);
+            POSTS.store(0, Ordering::SeqCst);
+            let r = register(&mut p);
+            kp_expect_eq!(t, r, 0, "{:?}+{}", name, off);
+            if r != 0 {
+                continue;
+            }
+            let at = p.addr as usize;
+            let armed_word = text_word(at);
+            let mut want_hits = 0;
+            for (&e, &(a, b)) in expected.iter().zip(ARGS) {
+                // SAFETY: as above.
+                let got = unsafe { f(a, b) };
+                kp_expect_eq!(
+                    t,
+                    got,
+                    e,
+                    "{:?}({:#x}, {:#x}) probed at +{} (post: {})",
+                    name,
+                    a,
+                    b,
+                    off,
+                    with_post
+                );
+                want_hits += runs(name, a);
+            }
+            kp_expect_eq!(t, HITS.load(Ordering::SeqCst), want_hits, "{:?}", name);
             kp_expect_eq!(
                 t,
-                got,
-                e,
-                "{:?}({:#x}, {:#x}) probed at +{}",
-                name,
-                a,
-                b,
-                off
+                POSTS.load(Ordering::SeqCst),
+                if with_post { want_hits } else { 0 },
+                "{:?}",
+                name
             );
-            want_hits += runs(name, a);
+            unregister(&mut p);
+            kp_expect!(
+                t,
+                text_word(at) != armed_word,
+                "{:?}: int3 still there",
+                name
+            );
         }
-        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), want_hits, "{:?}", name);
-        unregister(&mut p);
-        kp_expect!(
-            t,
-            text_word(at) != armed_word,
-            "{:?}: int3 still there",
-            name
-        );
     }
 }
 
-kunit_suite!(kp_x86_emu, "kp_x86_emu", [x86_emulated_classes]);
+kunit_suite!(kp_x86_emu, "kp_x86_emu", [x86_emulated_and_stepped_classes]);

@@ -313,3 +313,17 @@ pub(crate) const BLACKLIST_SECTIONS: &[(
         kernel::c_str!("idmap text"),
     ),
 ];
+
+/// Boosting is not implemented on arm64: every copy ends in a BRK.
+pub(crate) fn boostable(_insn: &ArchInsn) -> bool {
+    false
+}
+
+/// Never called (nothing is boostable).
+pub(crate) fn setup_boost(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs) {}
+
+/// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
+pub(crate) fn clear_slot(slot: usize) {
+    let brk = decode::brk(KP_BRK_SS_IMM);
+    let _ = patch::write_insns(slot, &[brk, brk]);
+}

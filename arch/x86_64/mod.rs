@@ -47,9 +47,11 @@ const FTRACE_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// `call rel32`, what an ftrace site holds while traced.
 const CALL_REL32: u8 = 0xe8;
 
-/// Bytes per out-of-line slot: the longest instruction plus the trailing
-/// int3, rounded.
-pub(crate) const SLOT_SIZE: usize = 32;
+/// Bytes per out-of-line slot: the step copy (instruction + int3) in the
+/// first 16 bytes, the boosted copy (instruction + `jmp rel32`) after it.
+pub(crate) const SLOT_SIZE: usize = 48;
+/// Where the boosted copy starts in a slot.
+const BOOST_OFF: usize = 16;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 8192;
 
@@ -74,6 +76,9 @@ pub(crate) struct ArchInsn {
     orig: [u8; MAX_INSN_LEN],
     /// How to emulate it, when it cannot run out of line.
     emulate: Option<emulate::Op>,
+    /// Whether the copy at `slot + BOOST_OFF` (ending in a jump back) may be
+    /// used when no post handler needs the second trap.
+    boostable: bool,
 }
 
 extern "C" {
@@ -175,6 +180,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
                 len,
                 orig: bytes,
                 emulate: Some(op),
+                boostable: false,
             });
         }
         Err(why) => {
@@ -183,25 +189,24 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
     }
     let slot = slots::alloc().ok_or(ENOSPC)?;
+    let boostable = can_boost(&insn);
+    // Step copy at slot + 0 (ends in int3); boosted copy at slot + BOOST_OFF
+    // (ends in a jmp back to the next original instruction).
     let mut copy = [INT3; SLOT_SIZE];
-    copy[..len].copy_from_slice(&bytes[..len]);
-    if insn.rip_relative {
-        // The copy runs at `slot`: re-aim the disp32 at the same target.
-        let off = insn.disp_off as usize;
-        let disp = i32::from_le_bytes([copy[off], copy[off + 1], copy[off + 2], copy[off + 3]]);
-        let new = (disp as i64) + (addr as i64) - (slot as i64);
-        let Ok(new) = i32::try_from(new) else {
-            slots::free(slot);
-            pr_err!(
-                "x86: RIP-relative operand at {:#x} out of reach of the slot\n",
-                addr
-            );
-            return Err(ERANGE);
-        };
-        copy[off..off + 4].copy_from_slice(&new.to_le_bytes());
-    }
-    if let Err(e) = text::write(slot, &copy) {
+    let built = place_copy(&mut copy, 0, &insn, &bytes, addr, slot).and_then(|()| {
+        if boostable {
+            place_copy(&mut copy, BOOST_OFF, &insn, &bytes, addr, slot)?;
+            let at = BOOST_OFF + len;
+            let rel = (addr + len) as i64 - (slot + at + 5) as i64;
+            let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
+            copy[at] = 0xe9;
+            copy[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
+        }
+        Ok(())
+    });
+    if let Err(e) = built.and_then(|()| text::write(slot, &copy)) {
         slots::free(slot);
+        pr_err!("x86: cannot prepare the copy of {:#x}: {:?}\n", addr, e);
         return Err(e);
     }
     Ok(ArchInsn {
@@ -209,16 +214,82 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         len,
         orig: bytes,
         emulate: None,
+        boostable,
     })
+}
+
+/// Copies the instruction to `copy[at..]`, to run at `slot + at`, with a
+/// RIP-relative displacement re-aimed at the original target.
+fn place_copy(
+    copy: &mut [u8; SLOT_SIZE],
+    at: usize,
+    insn: &decode::Insn,
+    bytes: &[u8; MAX_INSN_LEN],
+    addr: usize,
+    slot: usize,
+) -> Result {
+    let len = insn.len as usize;
+    copy[at..at + len].copy_from_slice(&bytes[..len]);
+    if insn.rip_relative {
+        let off = at + insn.disp_off as usize;
+        let disp = i32::from_le_bytes([copy[off], copy[off + 1], copy[off + 2], copy[off + 3]]);
+        let new = (disp as i64) + (addr as i64) - ((slot + at) as i64);
+        let new = i32::try_from(new).map_err(|_| ERANGE)?;
+        copy[off..off + 4].copy_from_slice(&new.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// Whether the copy may run with interrupts on and return by a jump
+/// (boosting, one trap per hit instead of two). As the kernel's
+/// `can_boost()`, conservatively: one-byte-map instructions without `lock`,
+/// `rep`, address-size or CS prefixes, except those that may trap by design
+/// or touch the flags the step protects (x87 escapes, `div`/`idiv` and the
+/// other F6/F7/FE group members, `pushf`, `bound`), plus a few two-byte
+/// ones; no VEX/EVEX.
+fn can_boost(insn: &decode::Insn) -> bool {
+    if insn.class != Class::Plain
+        || insn.lock
+        || insn.rep
+        || insn.addrsize
+        || insn.seg == Some(0x2e)
+        || insn.vex
+        || insn.evex
+        || insn.string_op
+    {
+        return false;
+    }
+    match insn.map {
+        decode::OpMap::Legacy => !matches!(
+            insn.opcode,
+            0x62 | 0x9c | 0xd6 | 0xd8..=0xdf | 0xf6 | 0xf7 | 0xfe
+        ),
+        // nop, cmovcc, setcc, imul, movzx/movsx
+        decode::OpMap::M0F => {
+            matches!(insn.opcode, 0x1f | 0x40..=0x4f | 0x90..=0x9f | 0xaf | 0xb6 | 0xb7 | 0xbe | 0xbf)
+        }
+        _ => false,
+    }
 }
 
 /// Gives back the resources of a prepared instruction.
 pub(crate) fn release(insn: ArchInsn) {
     if insn.slot != 0 {
-        // Refill with int3 so that a stale jump into the slot traps loudly.
-        let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
-        slots::free(insn.slot);
+        if insn.boostable {
+            // A task may be preempted inside the boosted copy: the slot is
+            // refilled and reused only after every task left it.
+            slots::free_deferred(insn.slot);
+        } else {
+            // Refill with int3 so that a stale jump into the slot traps loudly.
+            let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
+            slots::free(insn.slot);
+        }
     }
+}
+
+/// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
+pub(crate) fn clear_slot(slot: usize) {
+    let _ = text::write(slot, &[INT3; SLOT_SIZE]);
 }
 
 /// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
@@ -256,6 +327,18 @@ pub(crate) fn setup_step(
 /// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy.
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
     insn.slot != 0 && trap_addr == insn.slot + insn.len
+}
+
+/// Whether `insn` can be boosted (see [`can_boost`]).
+pub(crate) fn boostable(insn: &ArchInsn) -> bool {
+    insn.boostable
+}
+
+/// Resumes in the boosted copy: interrupts as they were, no second trap.
+/// The slot may then be executing with preemption possible; see
+/// `src/slots.rs` for when it can be reused.
+pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) {
+    regs.ip = insn.slot + BOOST_OFF;
 }
 
 /// Emulates the instruction in place of the step (branches, calls,
