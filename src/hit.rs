@@ -79,7 +79,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         // Done in place: straight to the post handlers (still busy).
         run_post(point, regs);
         cpu.pop();
-    } else if arch::boostable(&point.insn) && !enabled(point).any(has_post) {
+    } else if arch::boostable(&point.insn) && !point.any_post_handler() {
         // Boosted: the copy jumps back by itself; no second trap, no post
         // handler to run (as the kernel boosts only without post handlers).
         arch::setup_boost(point.addr, &point.insn, regs);
@@ -91,11 +91,6 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         cpu.set_frame(level, f);
     }
     true
-}
-
-fn has_post(p: &Probe) -> bool {
-    // SAFETY: `user` is valid while registered.
-    unsafe { (*p.user).post_handler.is_some() }
 }
 
 /// Runs the enabled probes' post handlers. The caller marks this CPU busy.

@@ -74,6 +74,18 @@ pub(crate) struct Point {
 }
 
 impl Point {
+    /// Whether an enabled probe here has a post handler (which needs the
+    /// second trap, so no boosting). Trap path, or registration lock held.
+    pub(crate) fn any_post_handler(&self) -> bool {
+        self.probes().iter().any(|&p| {
+            // SAFETY: listed probes stay valid for a grace period after
+            // leaving the list (see `probes`).
+            let p = unsafe { &*p };
+            // SAFETY: a listed probe's client struct is valid.
+            !p.disabled.load(Ordering::Relaxed) && unsafe { (*p.user).post_handler.is_some() }
+        })
+    }
+
     /// The probes on this point. Trap path, or registration lock held.
     pub(crate) fn probes(&self) -> &[*const Probe] {
         let l = self.list.load(Ordering::Acquire);
@@ -846,13 +858,7 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
             } else {
                 // SAFETY: points are live under the lock.
                 let point = unsafe { &*pp };
-                let post = point.probes().iter().any(|&o| {
-                    // SAFETY: listed probes and their structs are live.
-                    let o = unsafe { &*o };
-                    !o.disabled.load(Ordering::Relaxed)
-                        && unsafe { (*o.user).post_handler.is_some() }
-                });
-                if arch::boostable(&point.insn) && !post {
+                if arch::boostable(&point.insn) && !point.any_post_handler() {
                     write!(w, "  [BOOSTED]")?;
                 }
             }
