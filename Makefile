@@ -4,12 +4,13 @@
 #   make [modules] ARCH=...  build kprobes.ko, tests and examples (x86_64|arm64)
 #   make demo [ARCH=...]     boot QEMU, load the engine and the example, show hits
 #   make test                host tests + KUnit in QEMU on x86_64 and arm64
+#   make bench [ARCH=...]    the engine vs the kernel's kprobes, same boot
 #   make check               rustfmt and clippy (CLIPPY=1) over the tree
 
 ARCH ?= x86_64
 SHELL := /bin/bash
 
-.PHONY: all modules setup demo test check fmt clean
+.PHONY: all modules setup demo test bench check fmt clean
 
 all: modules
 
@@ -24,6 +25,9 @@ demo:
 
 test:
 	scripts/test.sh
+
+bench:
+	scripts/bench.sh $(ARCH)
 
 fmt:
 	scripts/fmt.sh

@@ -14,7 +14,7 @@ mkdir -p "$out"
 # -c: compare contents, so unchanged files keep their times and Kbuild stays incremental.
 rsync -a -c --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
 	--exclude 'modules.order' --exclude 'Module.symvers' --exclude '*.rmeta' --exclude '*.d' \
-	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$out/"
+	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$here/bench" "$out/"
 extra=()
 [ "${CLIPPY:-0}" = 1 ] && extra+=(CLIPPY=1)
 make -s -C "$kdir" M="$out" ARCH="$(karch_for "$arch")" LLVM=1 KCFLAGS=-Werror "${extra[@]}" modules
