@@ -35,6 +35,11 @@ use kernel::c_str;
 use kernel::prelude::*;
 use kernel::str::CStr;
 
+/// Reason: on the engine's own trap path (arch `BLACKLIST_FUNCS`).
+pub(crate) const TRAP: &CStr = c_str!("engine trap path");
+/// Reason: assembly marked NOKPROBE, which leaves no `_kbl_addr_` symbol.
+pub(crate) const ASM: &CStr = c_str!("asm NOKPROBE");
+
 /// One refused range.
 pub(crate) struct Range {
     pub(crate) start: usize,

@@ -19,12 +19,18 @@ mod kunit;
 #[path = "../src/api.rs"]
 mod kp;
 mod util;
+// The engine's own parser of sprint_symbol() output.
+#[path = "../src/ksym.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod ksym;
 
 #[cfg(CONFIG_X86_64)]
 #[path = "../arch/x86_64/decode.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod decode;
 
+#[macro_use]
+mod insn_table;
 mod core_suite;
 mod kernel_suite;
 mod kret_suite;

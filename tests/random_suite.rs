@@ -51,22 +51,8 @@ fn function_at(addr: usize) -> Option<(usize, usize)> {
     let mut buf = [0u8; 512];
     // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN for vmlinux names.
     unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), addr) };
-    let s = buf.split(|&c| c == 0).next()?;
-    // name+0xoff/0xsize
-    let plus = s.iter().rposition(|&c| c == b'+')?;
-    let rest = s.get(plus + 1..)?;
-    let slash = rest.iter().position(|&c| c == b'/')?;
-    let hex = |b: &[u8]| -> Option<usize> {
-        let b = b.strip_prefix(b"0x")?;
-        let mut v = 0usize;
-        for &c in b {
-            v = v.checked_mul(16)? + (c as char).to_digit(16)? as usize;
-        }
-        Some(v)
-    };
-    let off = hex(rest.get(..slash)?)?;
-    let size = hex(rest.get(slash + 1..)?)?;
-    Some((addr.checked_sub(off)?, size))
+    let s = crate::ksym::parse_sprint_symbol(&buf)?;
+    Some((addr.checked_sub(s.offset as usize)?, s.size as usize))
 }
 
 /// A random instruction boundary inside `[start, start + size)`.

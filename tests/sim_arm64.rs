@@ -5,12 +5,7 @@
 //! functions. Each function's results with the probe must equal its results
 //! without it, and the probe must fire on every call.
 
-use crate::kp::KpKprobe;
 use crate::kunit::Test;
-use crate::util::{register, text_word, unregister};
-use core::sync::atomic::{AtomicUsize, Ordering};
-use kernel::bindings;
-use kernel::ffi::c_int;
 
 core::arch::global_asm!(
     ".pushsection .text.kp_sim, \"ax\", %progbits",
@@ -119,26 +114,8 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-type Func = unsafe extern "C" fn(u64, u64) -> u64;
-
-macro_rules! funcs {
-    ($($name:ident @ $off:literal),+ $(,)?) => {
-        extern "C" {
-            $(fn $name(a: u64, b: u64) -> u64;)+
-        }
-        /// (name, function, offset of the probed instruction).
-        const FUNCS: &[(&core::ffi::CStr, Func, u32)] = &[
-            $((
-                // SAFETY: a literal without interior NUL.
-                unsafe { core::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) },
-                $name,
-                $off,
-            ),)+
-        ];
-    };
-}
-
-funcs!(
+insn_table!(
+    FUNCS:
     kp_sim_adr @ 0, kp_sim_adrp @ 0, kp_sim_b @ 0, kp_sim_bl @ 4,
     kp_sim_b_eq @ 4, kp_sim_b_ne @ 4, kp_sim_b_hs @ 4, kp_sim_b_lo @ 4,
     kp_sim_b_mi @ 4, kp_sim_b_pl @ 4, kp_sim_b_vs @ 4, kp_sim_b_vc @ 4,
@@ -150,77 +127,8 @@ funcs!(
     kp_sim_step_add @ 0,
 );
 
-/// Argument pairs: equal, less, greater (signed and unsigned), overflow,
-/// zero, high bits, bit 3, bit 63, a 32-bit zero with high bits set.
-const ARGS: &[(u64, u64)] = &[
-    (0, 0),
-    (5, 5),
-    (3, 9),
-    (9, 3),
-    (u64::MAX, 1),
-    (1, u64::MAX),
-    (i64::MAX as u64, u64::MAX),
-    (i64::MIN as u64, 1),
-    (8, 0),
-    (1 << 63, 0),
-    (1 << 32, 0),
-    (0x7, 0),
-];
-
-static HITS: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts hits.
-///
-/// # Safety
-///
-/// Called by the engine.
-unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
-    HITS.fetch_add(1, Ordering::SeqCst);
-    0
-}
-
 fn arm64_simulated_classes(t: &mut Test) {
-    for &(name, f, off) in FUNCS {
-        let mut expected = [0u64; ARGS.len()];
-        for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
-            // SAFETY: the assembly functions take two integers, return one.
-            *e = unsafe { f(a, b) };
-        }
-        let mut p = KpKprobe::new();
-        p.symbol_name = name.as_ptr().cast();
-        p.offset = off;
-        p.pre_handler = Some(count);
-        HITS.store(0, Ordering::SeqCst);
-        let r = register(&mut p);
-        kp_expect_eq!(t, r, 0, "{:?}+{}", name, off);
-        if r != 0 {
-            continue;
-        }
-        let at = p.addr as usize;
-        let armed_word = text_word(at);
-        for (&e, &(a, b)) in expected.iter().zip(ARGS) {
-            // SAFETY: as above.
-            let got = unsafe { f(a, b) };
-            kp_expect_eq!(
-                t,
-                got,
-                e,
-                "{:?}({:#x}, {:#x}) probed at +{}",
-                name,
-                a,
-                b,
-                off
-            );
-        }
-        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), ARGS.len(), "{:?}", name);
-        unregister(&mut p);
-        kp_expect!(
-            t,
-            text_word(at) != armed_word,
-            "{:?}: BRK still there",
-            name
-        );
-    }
+    crate::insn_table::check(t, FUNCS, true, |_, _| 1);
 }
 
 kunit_suite!(kp_arm64_sim, "kp_arm64_sim", [arm64_simulated_classes]);

@@ -6,12 +6,7 @@
 //! must equal its results without it, and the probe must fire as often as
 //! the instruction runs.
 
-use crate::kp::KpKprobe;
 use crate::kunit::Test;
-use crate::util::{register, text_word, unregister};
-use core::sync::atomic::{AtomicUsize, Ordering};
-use kernel::bindings;
-use kernel::ffi::c_int;
 
 core::arch::global_asm!(
     ".pushsection .text.kp_emu, \"ax\", @progbits",
@@ -235,41 +230,8 @@ core::arch::global_asm!(
     options(att_syntax),
 );
 
-type Func = unsafe extern "C" fn(u64, u64) -> u64;
-
-/// The probed symbol's name: the function's, or the one after `=>`.
-macro_rules! probe_name {
-    ($name:ident) => {
-        stringify!($name)
-    };
-    ($name:ident => $probe:ident) => {
-        stringify!($probe)
-    };
-}
-
-macro_rules! funcs {
-    ($($name:ident $(=> $probe:ident)? @ $off:literal),+ $(,)?) => {
-        extern "C" {
-            $(fn $name(a: u64, b: u64) -> u64;)+
-        }
-        /// (probed symbol, function to call, offset of the probed
-        /// instruction in the probed symbol).
-        const FUNCS: &[(&core::ffi::CStr, Func, u32)] = &[
-            $((
-                // SAFETY: a literal without interior NUL.
-                unsafe {
-                    core::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(probe_name!($name $(=> $probe)?), "\0").as_bytes(),
-                    )
-                },
-                $name,
-                $off,
-            ),)+
-        ];
-    };
-}
-
-funcs!(
+insn_table!(
+    FUNCS:
     kp_emu_jmp8 @ 0, kp_emu_jmp32 @ 0, kp_emu_call @ 0,
     kp_emu_jo @ 3, kp_emu_jno @ 3, kp_emu_jb @ 3, kp_emu_jae @ 3,
     kp_emu_je @ 3, kp_emu_jne @ 3, kp_emu_jbe @ 3, kp_emu_ja @ 3,
@@ -282,49 +244,6 @@ funcs!(
     kp_emu_riprel @ 0,
     kp_plain_push @ 0, kp_plain_pop @ 1, kp_plain_lock @ 1, kp_plain_lods @ 4, kp_plain_ripstore @ 0,
 );
-
-/// Argument pairs: equal, less, greater (signed and unsigned), overflow,
-/// zero, parity, sign.
-const ARGS: &[(u64, u64)] = &[
-    (0, 0),
-    (5, 5),
-    (3, 9),
-    (9, 3),
-    (u64::MAX, 1),
-    (1, u64::MAX),
-    (i64::MAX as u64, u64::MAX),
-    (i64::MIN as u64, 1),
-    (8, 0),
-    (1 << 63, 0),
-    (6, 3),
-    (7, 0),
-];
-
-static HITS: AtomicUsize = AtomicUsize::new(0);
-static POSTS: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts post handler calls.
-///
-/// # Safety
-///
-/// Called by the engine.
-unsafe extern "C" fn count_post(
-    _p: *mut KpKprobe,
-    _r: *mut bindings::pt_regs,
-    _f: kernel::ffi::c_ulong,
-) {
-    POSTS.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Counts hits.
-///
-/// # Safety
-///
-/// Called by the engine.
-unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
-    HITS.fetch_add(1, Ordering::SeqCst);
-    0
-}
 
 /// How often the probed instruction runs for one call: once, except in the
 /// loop, which runs `loop` (a & 7) + 1 times, and in the indirect jumps,
@@ -343,63 +262,7 @@ fn runs(name: &core::ffi::CStr, a: u64) -> usize {
 /// instructions are then boosted where possible) and with one (stepped,
 /// with a second trap).
 fn x86_emulated_and_stepped_classes(t: &mut Test) {
-    for with_post in [false, true] {
-        for &(name, f, off) in FUNCS {
-            let mut expected = [0u64; ARGS.len()];
-            for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
-                // SAFETY: the assembly functions take two integers, return one.
-                *e = unsafe { f(a, b) };
-            }
-            let mut p = KpKprobe::new();
-            p.symbol_name = name.as_ptr().cast();
-            p.offset = off;
-            p.pre_handler = Some(count);
-            if with_post {
-                p.post_handler = Some(count_post);
-            }
-            HITS.store(0, Ordering::SeqCst);
-            POSTS.store(0, Ordering::SeqCst);
-            let r = register(&mut p);
-            kp_expect_eq!(t, r, 0, "{:?}+{}", name, off);
-            if r != 0 {
-                continue;
-            }
-            let at = p.addr as usize;
-            let armed_word = text_word(at);
-            let mut want_hits = 0;
-            for (&e, &(a, b)) in expected.iter().zip(ARGS) {
-                // SAFETY: as above.
-                let got = unsafe { f(a, b) };
-                kp_expect_eq!(
-                    t,
-                    got,
-                    e,
-                    "{:?}({:#x}, {:#x}) probed at +{} (post: {})",
-                    name,
-                    a,
-                    b,
-                    off,
-                    with_post
-                );
-                want_hits += runs(name, a);
-            }
-            kp_expect_eq!(t, HITS.load(Ordering::SeqCst), want_hits, "{:?}", name);
-            kp_expect_eq!(
-                t,
-                POSTS.load(Ordering::SeqCst),
-                if with_post { want_hits } else { 0 },
-                "{:?}",
-                name
-            );
-            unregister(&mut p);
-            kp_expect!(
-                t,
-                text_word(at) != armed_word,
-                "{:?}: int3 still there",
-                name
-            );
-        }
-    }
+    crate::insn_table::check(t, FUNCS, true, runs);
 }
 
 kunit_suite!(kp_x86_emu, "kp_x86_emu", [x86_emulated_and_stepped_classes]);

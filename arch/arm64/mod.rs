@@ -262,8 +262,7 @@ pub(crate) fn exit() {
     trap::exit();
 }
 
-const TRAP: &kernel::str::CStr = kernel::c_str!("engine trap path");
-const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
+use crate::blacklist::{ASM, TRAP};
 
 /// Functions never to probe, with the reason: the arm64 trap path (BRK
 /// exception entry and the ftrace route to it; see helpers.c), and assembly

@@ -402,8 +402,7 @@ pub(crate) fn exit() {
     trap::exit();
 }
 
-const TRAP: &kernel::str::CStr = kernel::c_str!("engine trap path");
-const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
+use crate::blacklist::{ASM, TRAP};
 
 /// Functions never to probe, with the reason: the x86_64 trap path up to the
 /// engine's recursion check (`exc_int3` -> `do_int3` -> `notify_die` -> the
