@@ -10,3 +10,7 @@ pub mod x86_decode;
 /// arm64 instruction classifier (`arch/arm64/decode.rs`).
 #[path = "../arch/arm64/decode.rs"]
 pub mod arm64_decode;
+
+/// Symbol-string parsing (`src/ksym.rs`).
+#[path = "../src/ksym.rs"]
+pub mod ksym;
