@@ -18,6 +18,9 @@ scripts/setup.sh $arches || { note "setup failed"; echo "0 passed, 1 failed"; ex
 # --- formatting (rustfmt with the kernel's config) -------------------------------
 if scripts/fmt.sh --check >out/fmt.log 2>&1; then pass; else fail "rustfmt: run make fmt (see out/fmt.log)"; fi
 
+# --- clippy on the host crate (the kernel-side clippy runs with the builds) ---
+if cargo clippy --release --all-targets -- -D warnings >out/host-clippy.log 2>&1; then pass; else fail "host clippy (see out/host-clippy.log)"; fi
+
 # --- module builds -----------------------------------------------------------
 built=()
 for a in $arches; do

@@ -102,7 +102,7 @@ pub fn parse_sym_spec(s: &[u8]) -> Option<SymSpec<'_>> {
     };
     let ok =
         |p: &[u8]| !p.is_empty() && p.len() < KSYM_NAME_LEN && p.iter().all(|&c| is_sym_char(c));
-    if !ok(name) || !module.map_or(true, ok) {
+    if !ok(name) || module.is_some_and(|m| !ok(m)) {
         return None;
     }
     Some(SymSpec { module, name })
