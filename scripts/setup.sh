@@ -77,10 +77,12 @@ if [ ! -x "$KP_CACHE/busybox-arm64/bin/busybox" ]; then
 fi
 
 # --- Rust toolchain pieces -----------------------------------------------------
-if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
-	log "adding rust-src"
-	rustup component add rust-src
-fi
+for c in rust-src clippy rustfmt; do
+	if ! rustup component list --installed 2>/dev/null | grep -q "^$c"; then
+		log "adding $c"
+		rustup component add "$c"
+	fi
+done
 if ! command -v bindgen >/dev/null || ! bindgen --version 2>/dev/null | grep -q '0.69.5'; then
 	log "installing bindgen-cli 0.69.5"
 	cargo install -q bindgen-cli --version 0.69.5 --locked
