@@ -339,14 +339,11 @@ fn unlink(_g: &RegGuard, point: &Point) {
 /// Frees an unlinked point after a grace period.
 fn free_point(g: &RegGuard, point: &'static Point) {
     synchronize();
-    let p = point as *const Point as *mut Point;
-    // SAFETY: unlinked (by the caller) and a grace period passed; nothing
-    // else refers to it.
-    let b = unsafe { KBox::from_raw(p) };
-    // SAFETY: as above, for its list.
-    drop(unsafe { KBox::from_raw(b.list.load(Ordering::Relaxed)) });
-    arch::release(b.insn);
-    let _ = g;
+    Retired {
+        old_list: null_mut(),
+        point: point as *const Point as *mut Point,
+    }
+    .finish(g);
 }
 
 fn add_to_all(_g: &RegGuard, probe: *mut Probe) {
@@ -461,22 +458,53 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
     Ok(())
 }
 
-/// Takes `probe` off its point; the last probe out disarms and frees the
-/// point. Returns whether the probe is off (then no CPU can run its
-/// handlers any more: a grace period passed); false only when memory for
-/// the new probe list could not be had, in which case nothing changed.
-fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
+/// What taking a probe off its point leaves to free once a grace period has
+/// passed: the replaced probe list, or the unlinked point (with its list and
+/// copy).
+struct Retired {
+    old_list: *mut ProbeList,
+    point: *mut Point,
+}
+
+impl Retired {
+    const NOTHING: Retired = Retired {
+        old_list: null_mut(),
+        point: null_mut(),
+    };
+
+    /// Frees what was retired. A grace period passed since it was.
+    fn finish(self, _g: &RegGuard) {
+        if !self.old_list.is_null() {
+            // SAFETY: unpublished, and a grace period passed.
+            drop(unsafe { KBox::from_raw(self.old_list) });
+        }
+        if !self.point.is_null() {
+            // SAFETY: unlinked, and a grace period passed: nothing refers
+            // to it or its list any more.
+            let b = unsafe { KBox::from_raw(self.point) };
+            // SAFETY: as above, for its list.
+            drop(unsafe { KBox::from_raw(b.list.load(Ordering::Relaxed)) });
+            arch::release(b.insn);
+        }
+    }
+}
+
+/// Takes `probe` off its point without waiting; the last probe out disarms
+/// and unlinks the point. `None` only when memory for the new probe list
+/// could not be had (then nothing changed). Until a grace period has passed,
+/// CPUs may still run the probe's handlers and use what is retired.
+fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Option<Retired> {
     // SAFETY: `probe` is live under the lock.
     let pp = unsafe { (*probe).point.load(Ordering::Acquire) };
     if pp.is_null() {
-        return true; // GONE: already off any point
+        return Some(Retired::NOTHING); // GONE: already off any point
     }
     // SAFETY: points are live under the lock.
     let point: &'static Point = unsafe { &*pp };
     // Everything that can fail for lack of memory comes first.
     let Ok(list) = new_list(point.probes(), None, probe) else {
         pr_err!("out of memory detaching a probe at {:#x}\n", point.addr);
-        return false;
+        return None;
     };
     // SAFETY: `probe` is live.
     unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
@@ -489,20 +517,39 @@ fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
                 point.addr,
                 e
             );
-            replace_list(point, list);
-            return true;
+            let old = point.list.swap(KBox::into_raw(list), Ordering::AcqRel);
+            return Some(Retired {
+                old_list: old,
+                point: null_mut(),
+            });
         }
         point.armed.store(false, Ordering::Relaxed);
     }
     if list.is_empty() {
         drop(list);
         unlink(g, point);
-        free_point(g, point);
-    } else {
-        // Waits a grace period: nobody still runs the probe's handlers.
-        replace_list(point, list);
-        let _ = sync_armed(g, point);
+        return Some(Retired {
+            old_list: null_mut(),
+            point: pp,
+        });
     }
+    let old = point.list.swap(KBox::into_raw(list), Ordering::AcqRel);
+    let _ = sync_armed(g, point);
+    Some(Retired {
+        old_list: old,
+        point: null_mut(),
+    })
+}
+
+/// Takes `probe` off its point and waits a grace period: on return no CPU
+/// runs its handlers any more. False when nothing could be changed (no
+/// memory for the new probe list).
+fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
+    let Some(r) = detach_begin(g, probe) else {
+        return false;
+    };
+    synchronize();
+    r.finish(g);
     true
 }
 
@@ -665,12 +712,46 @@ pub unsafe extern "C" fn kp_register_kprobes(
 /// `kps` points to `num` pointers to probes (registered or not).
 #[no_mangle]
 pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: kernel::ffi::c_int) {
-    if kps.is_null() {
+    if kps.is_null() || num <= 0 {
         return;
     }
-    for i in 0..num.max(0) as usize {
+    let n = num as usize;
+    // One grace period for the whole batch, as the kernel's
+    // unregister_kprobes(): detach all, wait once, free all.
+    let Ok(mut done) = KVec::<(Retired, *mut KpKprobe, *mut Probe)>::with_capacity(n, GFP_KERNEL)
+    else {
+        for i in 0..n {
+            // SAFETY: per the function's contract.
+            unsafe { kp_unregister_kprobe(*kps.add(i)) };
+        }
+        return;
+    };
+    let g = RegGuard::lock();
+    for i in 0..n {
         // SAFETY: per the function's contract.
-        unsafe { kp_unregister_kprobe(*kps.add(i)) };
+        let Some(p) = (unsafe { (*kps.add(i)).as_mut() }) else {
+            continue;
+        };
+        let probe = p.kp_private.cast::<Probe>();
+        if probe.is_null() || !is_registered(&g, probe) {
+            continue;
+        }
+        match detach_begin(&g, probe) {
+            // Capacity was reserved for all of them.
+            Some(r) => {
+                let _ = done.push((r, p as *mut KpKprobe, probe), GFP_KERNEL);
+            }
+            None => pr_err!("could not unregister probe {:p}; it stays registered\n", p),
+        }
+    }
+    synchronize();
+    for (r, p, probe) in done {
+        r.finish(&g);
+        remove_from_all(&g, probe);
+        // SAFETY: detached, unlisted, and a grace period passed.
+        drop(unsafe { KBox::from_raw(probe) });
+        // SAFETY: the client's struct, valid per the contract.
+        unsafe { (*p).kp_private = null_mut() };
     }
 }
 
