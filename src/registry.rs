@@ -188,9 +188,36 @@ fn for_each_probe(_g: &RegGuard, mut f: impl FnMut(&Probe)) {
 /// tens of milliseconds; the expedited one (IPIs to the other CPUs) costs
 /// microseconds, which keeps batch (un)registration of a thousand probes
 /// in the kernel's range.
-fn synchronize() {
+fn synchronize(g: &RegGuard) {
     // SAFETY: process context.
     unsafe { bindings::synchronize_rcu_expedited() };
+    // Lists retired before this grace period can go now.
+    for slot in &RETIRED {
+        let old = slot.swap(null_mut(), Ordering::Relaxed);
+        if !old.is_null() {
+            // SAFETY: unpublished before the grace period that just ended.
+            drop(unsafe { KBox::from_raw(old) });
+        }
+    }
+    let _ = g;
+}
+
+/// Probe lists replaced when a probe joins a point, waiting for the next
+/// grace period to be freed (registration lock): joining does not wait.
+static RETIRED: [AtomicPtr<ProbeList>; 64] = [const { AtomicPtr::new(null_mut()) }; 64];
+
+/// Publishes `new` as `point`'s list; the old one is freed after a later
+/// grace period (at once if the queue is full).
+fn publish_list(g: &RegGuard, point: &Point, new: KBox<ProbeList>) {
+    let old = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
+    match RETIRED.iter().find(|s| s.load(Ordering::Relaxed).is_null()) {
+        Some(slot) => slot.store(old, Ordering::Relaxed),
+        None => {
+            synchronize(g);
+            // SAFETY: unpublished before that grace period.
+            drop(unsafe { KBox::from_raw(old) });
+        }
+    }
 }
 
 /// Resolves where `p` asks to probe, before any validation.
@@ -310,14 +337,6 @@ fn new_list(
     Ok(KBox::new(v, GFP_KERNEL)?)
 }
 
-/// Replaces `point`'s list, waits for readers of the old one, frees it.
-fn replace_list(point: &Point, new: KBox<ProbeList>) {
-    let old = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
-    synchronize();
-    // SAFETY: unpublished and a grace period passed.
-    drop(unsafe { KBox::from_raw(old) });
-}
-
 /// Unlinks `point` from its chain. Registration lock held.
 fn unlink(_g: &RegGuard, point: &Point) {
     let target = point as *const Point as *mut Point;
@@ -338,7 +357,7 @@ fn unlink(_g: &RegGuard, point: &Point) {
 
 /// Frees an unlinked point after a grace period.
 fn free_point(g: &RegGuard, point: &'static Point) {
-    synchronize();
+    synchronize(g);
     Retired {
         old_list: null_mut(),
         point: point as *const Point as *mut Point,
@@ -399,7 +418,8 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
                     return Err(e);
                 }
             };
-            replace_list(point, list);
+            // Nobody needs to wait: the new list only adds a probe.
+            publish_list(g, point, list);
             point
         }
         None => {
@@ -548,7 +568,7 @@ fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
     let Some(r) = detach_begin(g, probe) else {
         return false;
     };
-    synchronize();
+    synchronize(g);
     r.finish(g);
     true
 }
@@ -744,7 +764,7 @@ pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: ker
             None => pr_err!("could not unregister probe {:p}; it stays registered\n", p),
         }
     }
-    synchronize();
+    synchronize(&g);
     for (r, p, probe) in done {
         r.finish(&g);
         remove_from_all(&g, probe);
@@ -779,7 +799,7 @@ fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
     }
     if disabled {
         // On return the handlers no longer run anywhere.
-        synchronize();
+        synchronize(&g);
     }
     Ok(())
 }
@@ -917,6 +937,8 @@ pub(crate) fn remove_all() {
             break;
         }
     }
+    // Frees lists still waiting in the retired queue.
+    synchronize(&g);
 }
 
 /// One line per probe for debugfs `list`.
