@@ -89,11 +89,16 @@ extern "C" {
 /// bytes in place of our own breakpoints.
 fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     let mut buf = [0u8; MAX_INSN_LEN];
-    // SAFETY: the nofault copy checks the source; `buf` is large enough.
-    let r = unsafe {
-        bindings::copy_from_kernel_nofault(buf.as_mut_ptr().cast(), addr as *const _, buf.len())
-    };
-    if r != 0 {
+    // Near the end of mapped text fewer than MAX_INSN_LEN bytes may be
+    // readable: try shorter reads (the rest stays zero; the decoder then
+    // reports a truncated instruction if it needed them).
+    let readable = (1..=MAX_INSN_LEN).rev().find(|&n| {
+        // SAFETY: the nofault copy checks the source; `buf` holds `n` bytes.
+        unsafe {
+            bindings::copy_from_kernel_nofault(buf.as_mut_ptr().cast(), addr as *const _, n) == 0
+        }
+    });
+    if readable.is_none() {
         return Err(EFAULT);
     }
     for (i, b) in buf.iter_mut().enumerate() {
