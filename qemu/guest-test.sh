@@ -28,5 +28,9 @@ if true; then
 	check debugfs-reenabled-hits [ "$(hits do_sys_open)" -gt "$before" ]
 	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
 	check example-rmmod rmmod kprobe_example
+	check kretprobe-example-insmod insmod $M/kretprobe_example.ko
+	activity
+	check kretprobe-example-returns sh -c "dmesg | grep -q 'do_sys_open returned [0-9-]* and took [0-9]* ns'"
+	check kretprobe-example-rmmod rmmod kretprobe_example
 fi
 check engine-rmmod rmmod kprobes
