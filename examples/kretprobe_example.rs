@@ -41,7 +41,10 @@ static mut RP: KpKretprobe = KpKretprobe::new();
 /// # Safety
 ///
 /// Called by the engine with an instance carrying a `MyData`.
-unsafe extern "C" fn entry_handler(ri: *mut KpKretprobeInstance, _regs: *mut bindings::pt_regs) -> c_int {
+unsafe extern "C" fn entry_handler(
+    ri: *mut KpKretprobeInstance,
+    _regs: *mut bindings::pt_regs,
+) -> c_int {
     // SAFETY: the engine passes a live instance; `data_size` is a `MyData`.
     let data = unsafe { (*ri).data().cast::<MyData>() };
     // SAFETY: as above.
@@ -54,7 +57,10 @@ unsafe extern "C" fn entry_handler(ri: *mut KpKretprobeInstance, _regs: *mut bin
 /// # Safety
 ///
 /// As [`entry_handler`].
-unsafe extern "C" fn ret_handler(ri: *mut KpKretprobeInstance, regs: *mut bindings::pt_regs) -> c_int {
+unsafe extern "C" fn ret_handler(
+    ri: *mut KpKretprobeInstance,
+    regs: *mut bindings::pt_regs,
+) -> c_int {
     if RETURNS.fetch_add(1, Ordering::Relaxed) >= VERBOSE {
         return 0;
     }
@@ -65,7 +71,11 @@ unsafe extern "C" fn ret_handler(ri: *mut KpKretprobeInstance, regs: *mut bindin
     // SAFETY: plain call.
     let delta = unsafe { bindings::ktime_get() } - start;
     let retval = kp::regs::return_value(regs) as isize;
-    pr_info!("do_sys_open returned {} and took {} ns to execute\n", retval, delta);
+    pr_info!(
+        "do_sys_open returned {} and took {} ns to execute\n",
+        retval,
+        delta
+    );
     0
 }
 
