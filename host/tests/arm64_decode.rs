@@ -21,6 +21,8 @@
 //! Offsets are compared in both: the two decoders read the same bits (in a
 //! `.ko`, branch offsets are the unrelocated placeholders, usually 0).
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use kprobes_logic::arm64_decode::{
@@ -1196,50 +1198,22 @@ struct Scan {
 }
 
 fn scan_elf(path: &str, scan: &mut Scan) {
-    use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    let file = object::File::parse(&*data).unwrap_or_else(|e| panic!("parse {path}: {e}"));
-    let mut seen = std::collections::HashSet::new();
-    for sym in file.symbols() {
-        if sym.kind() != SymbolKind::Text || sym.size() == 0 {
-            continue;
-        }
-        let Some(sec_idx) = sym.section_index() else {
-            continue;
-        };
-        let Ok(section) = file.section_by_index(sec_idx) else {
-            continue;
-        };
-        if section.kind() != SectionKind::Text {
-            continue;
-        }
-        if !seen.insert((sec_idx.0, sym.address())) {
-            continue; // alias
-        }
-        let Ok(sdata) = section.data() else { continue };
-        let Some(start) = sym.address().checked_sub(section.address()) else {
-            continue;
-        };
-        let (start, size) = (start as usize, sym.size() as usize);
-        let Some(end) = start.checked_add(size).filter(|&e| e <= sdata.len()) else {
-            continue;
-        };
+    common::for_each_function(path, |f| {
         scan.functions += 1;
-        let name = sym.name().unwrap_or("?");
-        let mut off = start;
-        while off + 4 <= end {
-            let insn = u32::from_le_bytes(sdata[off..off + 4].try_into().expect("4 bytes"));
+        let mut off = f.start;
+        while off + 4 <= f.end {
+            let insn = u32::from_le_bytes(f.section[off..off + 4].try_into().expect("4 bytes"));
             let before = scan.stats.failures.len();
             scan.stats.add(insn);
             if scan.stats.failures.len() > before {
-                let f = scan.stats.failures.pop().expect("just pushed");
+                let e = scan.stats.failures.pop().expect("just pushed");
                 scan.stats
                     .failures
-                    .push(format!("{path}: {name}+{:#x}: {f}", off - start));
+                    .push(format!("{path}: {}+{:#x}: {e}", f.name, off - f.start));
             }
             off += 4;
         }
-    }
+    });
 }
 
 #[test]

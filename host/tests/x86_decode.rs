@@ -16,6 +16,8 @@
 //! displacement and immediate positions, and on the safety classification
 //! implied by iced's flow-control information.
 
+mod common;
+
 use iced_x86::{
     Code, ConstantOffsets, Decoder, DecoderOptions, EncodingKind, FlowControl, Instruction,
     Mnemonic, OpKind, Register,
@@ -914,39 +916,12 @@ struct ScanStats {
 }
 
 fn scan_elf(path: &str, stats: &mut ScanStats) {
-    use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    let file = object::File::parse(&*data).unwrap_or_else(|e| panic!("parse {path}: {e}"));
-    let mut seen = std::collections::HashSet::new();
-    for sym in file.symbols() {
-        if sym.kind() != SymbolKind::Text || sym.size() == 0 {
-            continue;
-        }
-        let Some(sec_idx) = sym.section_index() else {
-            continue;
-        };
-        let Ok(section) = file.section_by_index(sec_idx) else {
-            continue;
-        };
-        if section.kind() != SectionKind::Text {
-            continue;
-        }
-        if !seen.insert((sec_idx.0, sym.address())) {
-            continue; // alias
-        }
-        let Ok(sdata) = section.data() else { continue };
-        let Some(start) = sym.address().checked_sub(section.address()) else {
-            continue;
-        };
-        let (start, size) = (start as usize, sym.size() as usize);
-        let Some(end) = start.checked_add(size).filter(|&e| e <= sdata.len()) else {
-            continue;
-        };
+    common::for_each_function(path, |f| {
         stats.functions += 1;
-        let name = sym.name().unwrap_or("?");
+        let (start, end, sdata, name) = (f.start, f.end, f.section, f.name);
         let mut off = start;
         while off < end {
-            let ip = sym.address() + (off - start) as u64;
+            let ip = f.addr + (off - start) as u64;
             // Let the window extend to the end of the section, like real memory.
             let window = &sdata[off..sdata.len().min(off + 16)];
             let mut dec = Decoder::with_ip(64, window, ip, DecoderOptions::NONE);
@@ -977,7 +952,7 @@ fn scan_elf(path: &str, stats: &mut ScanStats) {
         if off > end {
             stats.overruns += 1;
         }
-    }
+    });
 }
 
 impl ScanStats {
