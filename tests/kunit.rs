@@ -43,6 +43,31 @@ impl Test {
         };
     }
 
+    /// Reports two values that should have been equal.
+    pub(crate) fn fail_eq(
+        &self,
+        file: &str,
+        line: u32,
+        exprs: (&str, &str),
+        a: &dyn core::fmt::Debug,
+        b: &dyn core::fmt::Debug,
+        ctx: Option<core::fmt::Arguments<'_>>,
+    ) {
+        let (ea, eb) = exprs;
+        match ctx {
+            Some(c) => self.fail(
+                file,
+                line,
+                format_args!("{} == {}: {:?} != {:?} ({})", ea, eb, a, b, c),
+            ),
+            None => self.fail(
+                file,
+                line,
+                format_args!("{} == {}: {:?} != {:?}", ea, eb, a, b),
+            ),
+        }
+    }
+
     /// Logs a diagnostic line into the KTAP stream.
     pub(crate) fn info(&self, msg: core::fmt::Arguments<'_>) {
         kernel::kunit::info(format_args!("    # {}\n", msg));
@@ -63,41 +88,32 @@ macro_rules! kp_expect {
     };
 }
 
-/// Expects two values to be equal; prints both when not.
+/// Expects two values to be equal; prints both (and the optional context,
+/// a format string with arguments) when not.
 macro_rules! kp_expect_eq {
-    ($t:expr, $a:expr, $b:expr) => {{
+    ($t:expr, $a:expr, $b:expr $(, $($ctx:tt)+)?) => {{
         let (a, b) = (&$a, &$b);
         if *a != *b {
-            $t.fail(
+            $t.fail_eq(
                 file!(),
                 line!(),
-                format_args!(
-                    "{} == {}: {:?} != {:?}",
-                    stringify!($a),
-                    stringify!($b),
-                    a,
-                    b
-                ),
+                (stringify!($a), stringify!($b)),
+                a,
+                b,
+                kp_context!($($($ctx)+)?),
             );
         }
     }};
-    ($t:expr, $a:expr, $b:expr, $($ctx:tt)+) => {{
-        let (a, b) = (&$a, &$b);
-        if *a != *b {
-            $t.fail(
-                file!(),
-                line!(),
-                format_args!(
-                    "{} == {}: {:?} != {:?} ({})",
-                    stringify!($a),
-                    stringify!($b),
-                    a,
-                    b,
-                    format_args!($($ctx)+)
-                ),
-            );
-        }
-    }};
+}
+
+/// The optional context of [`kp_expect_eq!`].
+macro_rules! kp_context {
+    () => {
+        None
+    };
+    ($($ctx:tt)+) => {
+        Some(format_args!($($ctx)+))
+    };
 }
 
 /// A suite name as `struct kunit_suite` stores it.
