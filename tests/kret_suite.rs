@@ -198,13 +198,9 @@ unsafe extern "C" fn timing_return(
         ERRORS.fetch_add(1, Ordering::SeqCst);
     }
     // The handler sees the real return address, in this module's text.
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN needs for our names.
-    unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), ri.ret_addr) };
-    let s =
-        core::str::from_utf8(&buf[..buf.iter().position(|&c| c == 0).unwrap_or(0)]).unwrap_or("");
+    let sym = crate::util::Sym::of(ri.ret_addr);
     RET_ADDR_OK.store(
-        kp::regs::ip(regs) == ri.ret_addr && s.ends_with("[kprobes_kunit]"),
+        kp::regs::ip(regs) == ri.ret_addr && sym.bytes().ends_with(b"[kprobes_kunit]"),
         Ordering::SeqCst,
     );
     HANDLER_CALLS.fetch_add(1, Ordering::SeqCst);
@@ -479,15 +475,14 @@ fn show_trace(t: &Test, what: &str, trace: &[usize], needle: &str) -> bool {
         trace.len()
     ));
     for &a in trace {
-        let mut buf = [0u8; 256];
-        // SAFETY: the buffer is larger than our symbols need.
-        unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), a) };
-        let b = buf.split(|&c| c == 0).next().unwrap_or(&[]);
+        let sym = crate::util::Sym::of(a);
         // Byte search: `str::contains` pulls in a panic path objtool does
         // not know to be noreturn.
-        found |= b.windows(needle.len()).any(|w| w == needle.as_bytes());
-        let s = core::str::from_utf8(b).unwrap_or("?");
-        t.info(format_args!("  {}", s));
+        found |= sym
+            .bytes()
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes());
+        t.info(format_args!("  {}", sym.as_str()));
     }
     found
 }

@@ -48,10 +48,8 @@ impl Rng {
 
 /// `(start, size)` of the function containing `addr`, via `sprint_symbol`.
 fn function_at(addr: usize) -> Option<(usize, usize)> {
-    let mut buf = [0u8; 512];
-    // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN for vmlinux names.
-    unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), addr) };
-    let s = crate::ksym::parse_sprint_symbol(&buf)?;
+    let sym = crate::util::Sym::of(addr);
+    let s = crate::ksym::parse_sprint_symbol(sym.bytes())?;
     Some((addr.checked_sub(s.offset as usize)?, s.size as usize))
 }
 
@@ -174,15 +172,8 @@ fn random_kernel_instructions(t: &mut Test) {
         p.pre_handler = Some(count);
         match register(&mut p) {
             0 => {
-                let mut buf = [0u8; 256];
-                // SAFETY: buffer large enough for vmlinux symbols.
-                unsafe { bindings::sprint_symbol(buf.as_mut_ptr().cast(), addr) };
-                let b = buf.split(|&c| c == 0).next().unwrap_or(&[]);
-                t.info(format_args!(
-                    "probe {}: {}",
-                    probes.len(),
-                    core::str::from_utf8(b).unwrap_or("?")
-                ));
+                let sym = crate::util::Sym::of(addr);
+                t.info(format_args!("probe {}: {}", probes.len(), sym.as_str()));
                 if probes.push(p, GFP_KERNEL).is_err() {
                     break;
                 }

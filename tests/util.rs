@@ -197,6 +197,34 @@ impl Drop for Worker {
     }
 }
 
+/// `sprint_symbol()` output: `name+0xoff/0xsize [module]`.
+pub(crate) struct Sym {
+    /// Room for `KSYM_SYMBOL_LEN` (about 700 bytes with 511-byte names, which
+    /// Rust's mangled generics reach): `sprint_symbol()` writes without a
+    /// bound.
+    buf: [u8; 1024],
+}
+
+impl Sym {
+    /// Looks up `addr`.
+    pub(crate) fn of(addr: usize) -> Self {
+        let mut s = Sym { buf: [0; 1024] };
+        // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN.
+        unsafe { bindings::sprint_symbol(s.buf.as_mut_ptr().cast(), addr) };
+        s
+    }
+
+    /// The text, without the NUL.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.buf.split(|&c| c == 0).next().unwrap_or(&[])
+    }
+
+    /// The text as a `str` (`"?"` if not UTF-8).
+    pub(crate) fn as_str(&self) -> &str {
+        core::str::from_utf8(self.bytes()).unwrap_or("?")
+    }
+}
+
 /// The CPU this task last ran on (may change right after).
 pub(crate) fn this_cpu() -> u32 {
     // SAFETY: `current` is valid; with THREAD_INFO_IN_TASK (x86_64 and
