@@ -10,6 +10,7 @@
 //!   enable/disable, batch registration, module unload, storms.
 //! - `kp_kernel`: a probe on `do_sys_open`, hit by a user-space `cat`.
 //! - `kp_kret`: return probes.
+//! - `kp_api`: the safe Rust API (`src/api.rs`) as a client uses it.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
@@ -31,6 +32,7 @@ mod decode;
 
 #[macro_use]
 mod insn_table;
+mod api_suite;
 mod core_suite;
 mod kernel_suite;
 mod kret_suite;

@@ -71,3 +71,147 @@ pub fn return_value(r: &pt_regs) -> usize {
 pub fn user_mode(r: &pt_regs) -> bool {
     user(r).pstate & 0xf == 0
 }
+
+/// Where a value is: integer argument `n` (0-based) of a function at its
+/// entry, AAPCS64: x0..x7, then the stack from `sp` up, each in an 8-byte slot.
+pub enum Location {
+    /// In a register; the value.
+    Register(usize),
+    /// On the stack at this address.
+    Stack(usize),
+}
+
+/// The registers of a probed context: `struct pt_regs` with named accessors.
+///
+/// Handlers get `&mut Regs`; a setter changes what the probed code sees when
+/// it resumes (for the program counter only when the handler also says it
+/// redirected execution, see the API).
+#[repr(transparent)]
+pub struct Regs(pt_regs);
+
+impl Regs {
+    /// Views a `pt_regs` as `Regs`.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid and not otherwise accessed for `'a`.
+    pub unsafe fn from_raw<'a>(p: *mut pt_regs) -> &'a mut Regs {
+        // SAFETY: `Regs` is a transparent `pt_regs`; the caller guarantees
+        // validity and exclusivity.
+        unsafe { &mut *p.cast::<Regs>() }
+    }
+
+    /// The underlying `struct pt_regs`.
+    pub fn as_raw(&self) -> &pt_regs {
+        &self.0
+    }
+
+    /// The underlying `struct pt_regs`, writable.
+    pub fn as_raw_mut(&mut self) -> &mut pt_regs {
+        &mut self.0
+    }
+
+    /// `xN`, 0..=30 (`None` for other numbers).
+    pub fn x(&self, n: usize) -> Option<usize> {
+        x(&self.0, n)
+    }
+
+    /// Sets `xN`, 0..=30; returns false for other numbers.
+    pub fn set_x(&mut self, n: usize, v: usize) -> bool {
+        if n <= 30 {
+            set_x(&mut self.0, n, v);
+        }
+        n <= 30
+    }
+
+    /// The link register x30.
+    pub fn lr(&self) -> usize {
+        user(&self.0).regs[30] as usize
+    }
+
+    /// The program counter.
+    pub fn pc(&self) -> usize {
+        ip(&self.0)
+    }
+
+    /// Sets the program counter.
+    pub fn set_pc(&mut self, v: usize) {
+        set_ip(&mut self.0, v)
+    }
+
+    /// The program counter (the arch-neutral name).
+    pub fn ip(&self) -> usize {
+        ip(&self.0)
+    }
+
+    /// Sets the program counter (the arch-neutral name).
+    pub fn set_ip(&mut self, v: usize) {
+        set_ip(&mut self.0, v)
+    }
+
+    /// The stack pointer.
+    pub fn sp(&self) -> usize {
+        sp(&self.0)
+    }
+
+    /// Sets the stack pointer.
+    pub fn set_sp(&mut self, v: usize) {
+        user_mut(&mut self.0).sp = v as u64;
+    }
+
+    /// PSTATE.
+    pub fn pstate(&self) -> usize {
+        flags(&self.0)
+    }
+
+    /// Sets PSTATE.
+    pub fn set_pstate(&mut self, v: usize) {
+        set_flags(&mut self.0, v)
+    }
+
+    /// PSTATE (the arch-neutral name).
+    pub fn flags(&self) -> usize {
+        flags(&self.0)
+    }
+
+    /// Where integer argument `n` is, at the function's entry.
+    pub fn arg_location(&self, n: usize) -> Location {
+        match arg(&self.0, n) {
+            Some(v) => Location::Register(v),
+            None => Location::Stack(self.sp() + 8 * (n - 8)),
+        }
+    }
+
+    /// Sets register argument `n` (0..=7); returns false for stack arguments.
+    pub fn set_arg(&mut self, n: usize, v: usize) -> bool {
+        n < 8 && self.set_x(n, v)
+    }
+
+    /// The return value (x0), in a return handler.
+    pub fn return_value(&self) -> usize {
+        return_value(&self.0)
+    }
+
+    /// Sets the value the caller will see returned (x0).
+    pub fn set_return_value(&mut self, v: usize) {
+        set_x(&mut self.0, 0, v)
+    }
+
+    /// Whether the probed context is user mode (EL0).
+    pub fn user_mode(&self) -> bool {
+        user_mode(&self.0)
+    }
+
+    /// Where the return address is at a function's entry: the link register.
+    pub fn return_address_location(&self) -> Location {
+        Location::Register(self.lr())
+    }
+
+    /// Makes the function whose entry these registers are stopped at return
+    /// `value` to its caller at once, given its return address (see
+    /// [`Self::return_address_location`]).
+    pub fn return_to(&mut self, ret_addr: usize, value: usize) {
+        self.set_ip(ret_addr);
+        self.set_return_value(value);
+    }
+}
