@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The classic kprobe example (samples/kprobes/kprobe_example.c), in Rust.
+//! The classic kprobe example (samples/kprobes/kprobe_example.c and the
+//! kprobes tutorial), in Rust on this engine's safe API.
 //!
-//! Probes `do_sys_open` (or the symbol given as `symbol=`) and prints, for the
-//! first hits, the probe address, the registers the handlers see and the file
-//! name being opened; at unload it prints the totals.
+//! Probes `do_sys_open` (parameter `symbol=` to change it). The pre-handler
+//! prints the probe address, ip/pc, flags/pstate and the first argument
+//! registers; the post-handler prints the flags. With `testfile=NAME` only
+//! opens of that file are reported, with the dfd and the name, as in the
+//! tutorial; without it the first hits are.
 
 #[path = "../src/api.rs"]
 mod kp;
 
 use core::sync::atomic::{AtomicUsize, Ordering};
-use kernel::bindings;
-use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
-use kp::KpKprobe;
+use kp::{Next, Probe, Regs, Target};
 
 module! {
     type: KprobeExample,
@@ -23,123 +24,153 @@ module! {
     license: "GPL",
 }
 
-/// Hits printed in full; the rest are only counted.
-const VERBOSE_HITS: usize = 12;
+kp::string_param!(fn symbol = kp_param_symbol[512]);
+kp::string_param!(fn testfile = kp_param_testfile[256]);
 
-static PRE: AtomicUsize = AtomicUsize::new(0);
-static POST: AtomicUsize = AtomicUsize::new(0);
+/// Hits reported in full when no `testfile` is given.
+const VERBOSE_HITS: usize = 8;
 
-/// The probe. The engine keeps a pointer to it until unregister, so it lives
-/// in a `static mut` that only init and exit touch.
-static mut PROBE: KpKprobe = KpKprobe::new();
-
-/// Prints the probe address, registers, task and file name.
-///
-/// # Safety
-///
-/// Called by the engine with its probe and a valid trap frame.
-unsafe extern "C" fn handler_pre(p: *mut KpKprobe, regs: *mut bindings::pt_regs) -> c_int {
-    let n = PRE.fetch_add(1, Ordering::Relaxed);
-    if n >= VERBOSE_HITS {
-        return 0;
-    }
-    // SAFETY: the engine passes its probe and the trap frame.
-    let (p, regs) = unsafe { (&*p, &*regs) };
-    let mut name = [0u8; 64];
-    let (ip, flags) = (kp::regs::ip(regs), kp::regs::flags(regs));
-    // do_sys_open(int dfd, const char __user *filename, int flags, umode_t mode)
-    let file = kp::regs::arg(regs, 1).unwrap_or(0);
-    // SAFETY: nofault copy of the user-space file name into a local buffer.
-    let left = unsafe {
-        bindings::copy_from_user_nofault(name.as_mut_ptr().cast(), file as *const _, name.len() - 1)
-    };
-    let len = name.iter().position(|&c| c == 0).unwrap_or(name.len() - 1);
-    let shown = if left == 0 || len > 0 {
-        core::str::from_utf8(&name[..len]).unwrap_or("?")
-    } else {
-        "?"
-    };
-    // SAFETY: `current` is valid in the probed task's context.
-    let comm = unsafe { (*bindings::get_current()).comm };
-    let comm_len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
-    let comm = core::str::from_utf8(
-        // SAFETY: `c_char` and `u8` have the same layout.
-        unsafe { core::slice::from_raw_parts(comm.as_ptr().cast::<u8>(), comm_len) },
-    )
-    .unwrap_or("?");
-    // The register names of the classic example on each architecture.
-    #[cfg(CONFIG_X86_64)]
-    pr_info!(
-        "<do_sys_open> p->addr = {:p}, ip = {:#x}, flags = {:#x}, comm = {}, filename = \"{}\"\n",
-        p.addr,
-        ip,
-        flags,
-        comm,
-        shown
-    );
-    #[cfg(CONFIG_ARM64)]
-    pr_info!(
-        "<do_sys_open> p->addr = {:p}, pc = {:#x}, pstate = {:#x}, x0 = {:#x}, x1 = {:#x}, comm = {}, filename = \"{}\"\n",
-        p.addr,
-        ip,
-        flags,
-        kp::regs::x(regs, 0).unwrap_or(0),
-        kp::regs::x(regs, 1).unwrap_or(0),
-        comm,
-        shown
-    );
-    0
+struct Sample {
+    name: &'static str,
+    hits: AtomicUsize,
+    reported: AtomicUsize,
+    /// Post-handler lines still to print (one per reported hit).
+    posts: AtomicUsize,
 }
 
-/// Prints the flags after the probed instruction ran.
-///
-/// # Safety
-///
-/// Called by the engine with a valid trap frame.
-unsafe extern "C" fn handler_post(_p: *mut KpKprobe, regs: *mut bindings::pt_regs, _f: c_ulong) {
-    if POST.fetch_add(1, Ordering::Relaxed) < 3 {
-        // SAFETY: the engine passes the trap frame.
-        let regs = unsafe { &*regs };
-        let flags = kp::regs::flags(regs);
+impl Sample {
+    /// The file name `do_sys_open(dfd, filename, flags, mode)` opens.
+    fn opened<'a>(&self, regs: &Regs, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+        if self.name != "do_sys_open" {
+            return None;
+        }
+        kp::read_user_str(regs.arg(1)?, buf)
+    }
+}
+
+impl kp::KprobeHandler for Sample {
+    const POST_HANDLER: bool = true;
+
+    fn pre(&self, p: &Probe, regs: &mut Regs) -> Next {
+        let n = self.hits.fetch_add(1, Ordering::Relaxed);
+        let mut buf = [0u8; 256];
+        let file = self.opened(regs, &mut buf);
+        let want = testfile().to_bytes();
+        if want.is_empty() {
+            if n >= VERBOSE_HITS {
+                return Next::Continue;
+            }
+        } else if file != Some(want) {
+            return Next::Continue;
+        }
+        self.reported.fetch_add(1, Ordering::Relaxed);
+        self.posts.fetch_add(1, Ordering::Relaxed);
         #[cfg(CONFIG_X86_64)]
-        pr_info!("<do_sys_open> post_handler: flags = {:#x}\n", flags);
+        pr_info!(
+            "<{}> p->addr = {:#x}, ip = {:#x}, flags = {:#x}, di = {:#x}, si = {:#x}, dx = {:#x}\n",
+            self.name,
+            p.addr(),
+            regs.ip(),
+            regs.flags(),
+            regs.di(),
+            regs.si(),
+            regs.dx()
+        );
         #[cfg(CONFIG_ARM64)]
-        pr_info!("<do_sys_open> post_handler: pstate = {:#x}\n", flags);
+        pr_info!(
+            "<{}> p->addr = {:#x}, pc = {:#x}, pstate = {:#x}, x0 = {:#x}, x1 = {:#x}, x2 = {:#x}\n",
+            self.name,
+            p.addr(),
+            regs.pc(),
+            regs.pstate(),
+            regs.x(0).unwrap_or(0),
+            regs.x(1).unwrap_or(0),
+            regs.x(2).unwrap_or(0)
+        );
+        if let Some(f) = file {
+            pr_info!(
+                "<{}> dfd = {}, filename = \"{}\", flags = {:#x}, comm = {}\n",
+                self.name,
+                regs.arg(0).unwrap_or(0) as i32,
+                core::str::from_utf8(f).unwrap_or("?"),
+                regs.arg(2).unwrap_or(0) as u32,
+                kp::Comm::current().as_str()
+            );
+        }
+        Next::Continue
+    }
+
+    fn post(&self, p: &Probe, regs: &mut Regs) {
+        if self
+            .posts
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
+            .is_ok()
+        {
+            #[cfg(CONFIG_X86_64)]
+            pr_info!(
+                "<{}> p->addr = {:#x}, flags = {:#x}\n",
+                self.name,
+                p.addr(),
+                regs.flags()
+            );
+            #[cfg(CONFIG_ARM64)]
+            pr_info!(
+                "<{}> p->addr = {:#x}, pstate = {:#x}\n",
+                self.name,
+                p.addr(),
+                regs.pstate()
+            );
+        }
     }
 }
 
-struct KprobeExample;
+struct KprobeExample {
+    probe: Option<Pin<KBox<kp::Kprobe<Sample>>>>,
+}
 
 impl kernel::Module for KprobeExample {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        // SAFETY: init runs once, before any other access to PROBE.
-        let p = unsafe { &mut *core::ptr::addr_of_mut!(PROBE) };
-        p.symbol_name = c"do_sys_open".as_ptr().cast();
-        p.pre_handler = Some(handler_pre);
-        p.post_handler = Some(handler_post);
-        // SAFETY: PROBE is static; exit unregisters it.
-        let r = unsafe { kp::kp_register_kprobe(p) };
-        if r < 0 {
-            pr_err!("register_kprobe failed, returned {}\n", r);
-            return Err(Error::from_errno(r));
+        let sym = symbol();
+        let sample = Sample {
+            name: sym.to_str().unwrap_or("?"),
+            hits: AtomicUsize::new(0),
+            reported: AtomicUsize::new(0),
+            posts: AtomicUsize::new(0),
+        };
+        let probe = kp::Kprobe::register(Target::Symbol(sym), sample).inspect_err(|e| {
+            pr_err!("register_kprobe failed, returned {}\n", e.to_errno());
+        })?;
+        pr_info!("Planted kprobe at {:#x}\n", probe.addr());
+        if !testfile().is_empty() {
+            pr_info!(
+                "reporting only opens of {}\n",
+                testfile().to_str().unwrap_or("?")
+            );
         }
-        pr_info!("Planted kprobe at {:p}\n", p.addr);
-        Ok(KprobeExample)
+        Ok(KprobeExample { probe: Some(probe) })
     }
 }
 
 impl Drop for KprobeExample {
     fn drop(&mut self) {
-        // SAFETY: registered in init; nothing else touches PROBE.
-        let p = unsafe { &mut *core::ptr::addr_of_mut!(PROBE) };
-        // SAFETY: as above.
-        unsafe { kp::kp_unregister_kprobe(p) };
+        let Some(probe) = self.probe.take() else {
+            return;
+        };
+        let addr = probe.addr();
+        // Dropping the guard unregisters; read the counters first.
+        let s = probe.handler();
+        let (hits, reported) = (
+            s.hits.load(Ordering::Relaxed),
+            s.reported.load(Ordering::Relaxed),
+        );
+        let missed = probe.nmissed();
+        drop(probe);
         pr_info!(
-            "kprobe at {:p} unregistered: {} hits, {} post, {} missed\n",
-            p.addr,
-            PRE.load(Ordering::Relaxed),
-            POST.load(Ordering::Relaxed),
-            p.nmissed
+            "kprobe at {:#x} unregistered: {} hits, {} reported, {} missed\n",
+            addr,
+            hits,
+            reported,
+            missed
         );
     }
 }

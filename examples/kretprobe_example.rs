@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The classic kretprobe example (samples/kprobes/kretprobe_example.c), in
-//! Rust on this engine: times `do_sys_open` (entry_handler stores the entry
-//! time in the instance's data) and prints what it returned and how long it
-//! took, for the first calls; totals at unload.
+//! Rust on this engine's safe API: times the function given as `func=`
+//! (default `do_sys_open`). The entry handler skips kernel threads and keeps
+//! the entry time as the call's typed data; the return handler prints what
+//! the function returned and how long it took; unloading prints how many
+//! calls were missed.
 
 #[path = "../src/api.rs"]
 mod kp;
 
-use core::sync::atomic::{AtomicUsize, Ordering};
-use kernel::bindings;
-use kernel::ffi::c_int;
 use kernel::prelude::*;
-use kp::{KpKretprobe, KpKretprobeInstance};
+use kp::{Regs, ReturnInfo, Target};
 
 module! {
     type: KretprobeExample,
@@ -22,96 +21,63 @@ module! {
     license: "GPL",
 }
 
-/// Returns printed in full; the rest are only counted.
-const VERBOSE: usize = 8;
+kp::string_param!(fn func = kp_param_func[512]);
 
-static RETURNS: AtomicUsize = AtomicUsize::new(0);
-
-/// Per-instance data: the entry time.
-#[repr(C)]
-struct MyData {
-    entry_stamp: i64,
+struct Timing {
+    name: &'static str,
 }
 
-/// The kretprobe. The engine keeps a pointer to it until unregister.
-static mut RP: KpKretprobe = KpKretprobe::new();
+impl kp::KretprobeHandler for Timing {
+    /// The entry time (`ktime_get()`, ns).
+    type Data = i64;
 
-/// Stores the entry time.
-///
-/// # Safety
-///
-/// Called by the engine with an instance carrying a `MyData`.
-unsafe extern "C" fn entry_handler(
-    ri: *mut KpKretprobeInstance,
-    _regs: *mut bindings::pt_regs,
-) -> c_int {
-    // SAFETY: the engine passes a live instance; `data_size` is a `MyData`.
-    let data = unsafe { (*ri).data().cast::<MyData>() };
-    // SAFETY: as above.
-    unsafe { (*data).entry_stamp = bindings::ktime_get() };
-    0
-}
-
-/// Prints the return value and the duration.
-///
-/// # Safety
-///
-/// As [`entry_handler`].
-unsafe extern "C" fn ret_handler(
-    ri: *mut KpKretprobeInstance,
-    regs: *mut bindings::pt_regs,
-) -> c_int {
-    if RETURNS.fetch_add(1, Ordering::Relaxed) >= VERBOSE {
-        return 0;
+    fn entry(&self, _regs: &mut Regs) -> Option<i64> {
+        // Skip kernel threads, as the classic example does.
+        if kp::current_pid().1 {
+            return None;
+        }
+        // SAFETY: plain clock read.
+        Some(unsafe { kernel::bindings::ktime_get() })
     }
-    // SAFETY: the engine passes a live instance and frame.
-    let (ri, regs) = unsafe { (&mut *ri, &*regs) };
-    // SAFETY: `data_size` is a `MyData`, set by `entry_handler`.
-    let start = unsafe { (*ri.data().cast::<MyData>()).entry_stamp };
-    // SAFETY: plain call.
-    let delta = unsafe { bindings::ktime_get() } - start;
-    let retval = kp::regs::return_value(regs) as isize;
-    pr_info!(
-        "do_sys_open returned {} and took {} ns to execute\n",
-        retval,
-        delta
-    );
-    0
+
+    fn ret(&self, entry_stamp: i64, _info: &ReturnInfo, regs: &mut Regs) {
+        // SAFETY: plain clock read.
+        let delta = unsafe { kernel::bindings::ktime_get() } - entry_stamp;
+        let (pid, _) = kp::current_pid();
+        pr_info!(
+            "{} returned {} and took {} ns to execute (comm {}, pid {})\n",
+            self.name,
+            regs.return_value() as isize,
+            delta,
+            kp::Comm::current().as_str(),
+            pid
+        );
+    }
 }
 
-struct KretprobeExample;
+struct KretprobeExample {
+    rp: Option<Pin<KBox<kp::Kretprobe<Timing>>>>,
+}
 
 impl kernel::Module for KretprobeExample {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        // SAFETY: init runs once, before any other access to RP.
-        let rp = unsafe { &mut *core::ptr::addr_of_mut!(RP) };
-        rp.kp.symbol_name = c"do_sys_open".as_ptr().cast();
-        rp.handler = Some(ret_handler);
-        rp.entry_handler = Some(entry_handler);
-        rp.data_size = core::mem::size_of::<MyData>();
-        rp.maxactive = 20;
-        // SAFETY: RP is static; exit unregisters it.
-        let r = unsafe { kp::kp_register_kretprobe(rp) };
-        if r < 0 {
-            pr_err!("register_kretprobe failed, returned {}\n", r);
-            return Err(Error::from_errno(r));
-        }
-        pr_info!("Planted return probe at do_sys_open: {:p}\n", rp.kp.addr);
-        Ok(KretprobeExample)
+        let f = func();
+        let name = f.to_str().unwrap_or("?");
+        // maxactive 20, as the classic example.
+        let rp = kp::Kretprobe::register_maxactive(Target::Symbol(f), 20, Timing { name })
+            .inspect_err(|e| pr_err!("register_kretprobe failed, returned {}\n", e.to_errno()))?;
+        pr_info!("Planted return probe at {}: {:#x}\n", name, rp.addr());
+        Ok(KretprobeExample { rp: Some(rp) })
     }
 }
 
 impl Drop for KretprobeExample {
     fn drop(&mut self) {
-        // SAFETY: registered in init; nothing else touches RP.
-        let rp = unsafe { &mut *core::ptr::addr_of_mut!(RP) };
-        // SAFETY: as above.
-        unsafe { kp::kp_unregister_kretprobe(rp) };
-        pr_info!(
-            "kretprobe at {:p} unregistered: {} returns, missed probing {} instances of do_sys_open\n",
-            rp.kp.addr,
-            RETURNS.load(Ordering::Relaxed),
-            rp.nmissed
-        );
+        if let Some(rp) = self.rp.take() {
+            let (addr, name, missed) = (rp.addr(), rp.handler().name, rp.nmissed());
+            drop(rp);
+            pr_info!("kretprobe at {:#x} unregistered\n", addr);
+            pr_info!("Missed probing {} instances of {}\n", missed, name);
+        }
     }
 }

@@ -101,6 +101,26 @@ int kp_register_kretprobe(struct kp_kretprobe *rp);
  * function return correctly later, without running the handler. */
 void kp_unregister_kretprobe(struct kp_kretprobe *rp);
 
+/* ---- queries for probe writers ---- */
+
+/* The address of name ("sym" or "module:sym"), 0 if unknown; *size (if not
+ * NULL) gets the symbol's size. */
+unsigned long kp_lookup_symbol(const char *name, unsigned long *size);
+
+#define KP_INSN_CALL	1 /* a call, direct or indirect */
+#define KP_INSN_BRANCH	2 /* a direct branch or call: target is valid */
+
+struct kp_insn {
+	unsigned long addr;
+	unsigned int len;
+	unsigned int flags;	/* KP_INSN_* */
+	unsigned long target;
+};
+
+/* Describes the instruction at addr: 0, -EFAULT unreadable, -EILSEQ unknown
+ * instruction, -EINVAL misaligned (arm64). */
+int kp_decode_insn(unsigned long addr, struct kp_insn *out);
+
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;
 

@@ -7,8 +7,10 @@ check() {
 		echo "KP-CHECK: ok $name"
 	else
 		echo "KP-CHECK: FAIL $name"
+		KP_FAILS=$((KP_FAILS + 1))
 	fi
 }
+KP_FAILS=0
 ARCH=$(uname -m)
 M=/lib/kp
 KP=/sys/kernel/debug/kp
@@ -23,7 +25,83 @@ kernel_kprobes_unused() {
 # User-space activity that opens files (hits do_sys_open).
 activity() {
 	cat /proc/version >/dev/null
-	cat /etc/hostname 2>/dev/null
+	cat /etc/hostname >/dev/null 2>&1
 	ls / >/dev/null
 	for f in /proc/cpuinfo /proc/meminfo /proc/uptime; do head -n 1 "$f" >/dev/null; done
+}
+
+# --- the example modules (make demo shows them, make test checks them) -------
+TESTFILE=/tmp/kp-testfile
+# ex_log: the kernel messages since the last call, in /tmp/ex.log (cleared).
+ex_log() {
+	dmesg -c | sed 's/^\[[ 0-9.]*\] //' >/tmp/ex.log
+}
+# ex_show TITLE: prints the example's messages under a heading.
+ex_show() {
+	echo "--- $1"
+	grep -E '_example|kernel_clone|kprobe' /tmp/ex.log | head -n 40
+}
+# has REGEX: the last example log has a line matching REGEX (grep -E).
+has() {
+	grep -qE "$1" /tmp/ex.log
+}
+# Every file name kprobe_example reported is the testfile.
+only_testfile() {
+	! grep 'filename = ' /tmp/ex.log | grep -qv "\"$TESTFILE\""
+}
+# Loads each example in turn, triggers it from user space, shows what it
+# printed and checks it against what user space did.
+run_examples() {
+	echo kp >$TESTFILE
+	ex_log
+
+	check example-kprobe-insmod insmod $M/kprobe_example.ko testfile=$TESTFILE
+	cat $TESTFILE >/dev/null
+	echo more >>$TESTFILE
+	check example-kprobe-rmmod rmmod kprobe_example
+	ex_log
+	ex_show "kprobe_example testfile=$TESTFILE: cat $TESTFILE; echo more >>$TESTFILE"
+	check example-kprobe-read has "<do_sys_open> dfd = -100, filename = \"$TESTFILE\", flags = 0x[0-9a-f]*[048c], comm = cat"
+	check example-kprobe-append has "<do_sys_open> dfd = -100, filename = \"$TESTFILE\", flags = 0x[0-9a-f]*[159d], comm = sh"
+	check example-kprobe-regs has '<do_sys_open> p->addr = 0x[0-9a-f]+, (ip|pc) = 0x[0-9a-f]+, (flags|pstate) = 0x'
+	check example-kprobe-post has '<do_sys_open> p->addr = 0x[0-9a-f]+, (flags|pstate) = 0x[0-9a-f]+$'
+	check example-kprobe-only-testfile only_testfile
+
+	check example-offset-insmod insmod $M/offset_example.ko
+	sleep 0 &
+	child=$!
+	wait
+	check example-offset-rmmod rmmod offset_example
+	ex_log
+	ex_show "offset_example: sleep 0 & (user space got pid $child)"
+	check example-offset-found has 'found by decoding kernel_clone .* call pid_vnr at \+0x[0-9a-f]+, next instruction at \+0x'
+	check example-offset-child-pid has "child pid = $child \\(parent [0-9]+, comm sh\\)"
+
+	check example-jprobe-insmod insmod $M/jprobe_example.ko testfile=$TESTFILE
+	cat $TESTFILE >/dev/null
+	check example-jprobe-rmmod rmmod jprobe_example
+	ex_log
+	ex_show "jprobe_example testfile=$TESTFILE: cat $TESTFILE"
+	check example-jprobe-args has "jprobe: do_filp_open\\(dfd = -100, pathname->name = \"$TESTFILE\"\\) comm = cat"
+
+	check example-kretprobe-insmod insmod $M/kretprobe_example.ko
+	cat /nonexistent-kp 2>/dev/null
+	missing=$?
+	cat $TESTFILE >/dev/null
+	check example-kretprobe-rmmod rmmod kretprobe_example
+	ex_log
+	ex_show "kretprobe_example: cat /nonexistent-kp (exit $missing); cat $TESTFILE"
+	check example-kretprobe-enoent has 'do_sys_open returned -2 and took [0-9]+ ns to execute \(comm cat'
+	check example-kretprobe-fd has 'do_sys_open returned [0-9]+ and took [0-9]+ ns to execute \(comm cat'
+	check example-kretprobe-no-kthreads sh -c "! grep -qE 'comm (kworker|kthreadd)' /tmp/ex.log"
+	check example-kretprobe-missed has 'Missed probing [0-9]+ instances of do_sys_open'
+
+	check example-c-insmod insmod $M/kprobe_example_c.ko
+	sleep 0
+	check example-c-rmmod rmmod kprobe_example_c
+	ex_log
+	ex_show "kprobe_example_c (C, include/kp_kprobes.h): sleep 0"
+	check example-c-pre has 'handler_pre: <kernel_clone> p->addr = 0x[0-9a-f]+, (ip = [0-9a-f]+, flags|pc = 0x[0-9a-f]+, pstate) = 0x'
+	check example-c-post has 'handler_post: <kernel_clone> p->addr = 0x[0-9a-f]+, (flags|pstate) = 0x'
+	check example-c-unregistered has 'kprobe_exit: kprobe at [0-9a-f]+ unregistered, [0-9]+ missed'
 }

@@ -1,5 +1,5 @@
 # Guest job for `make test`: load the engine, run the KUnit module (its suites
-# run at load and print KTAP), then check the example and the kernel's kprobes.
+# run at load and print KTAP), then check the examples and the kernel's kprobes.
 . /guest-lib.sh
 check engine-insmod insmod $M/kprobes.ko
 check debugfs-blacklist grep -q 'notify_die+0x0.*NOKPROBE_SYMBOL' $KP/blacklist
@@ -13,7 +13,7 @@ cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
 check kunit-insmod insmod $M/kprobes_kunit.ko
 check kunit-rmmod rmmod kprobes_kunit
 if true; then
-	check example-insmod insmod $M/kprobe_example.ko
+	check example-insmod insmod $M/kprobe_example.ko testfile=/proc/version
 	activity
 	check example-hits sh -c "dmesg | grep -q 'filename = \"/proc/version\"'"
 	check kernel-kprobes-unused kernel_kprobes_unused
@@ -28,9 +28,6 @@ if true; then
 	check debugfs-reenabled-hits [ "$(hits do_sys_open)" -gt "$before" ]
 	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
 	check example-rmmod rmmod kprobe_example
-	check kretprobe-example-insmod insmod $M/kretprobe_example.ko
-	activity
-	check kretprobe-example-returns sh -c "dmesg | grep -q 'do_sys_open returned [0-9-]* and took [0-9]* ns'"
-	check kretprobe-example-rmmod rmmod kretprobe_example
+	run_examples
 fi
 check engine-rmmod rmmod kprobes

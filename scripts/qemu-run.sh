@@ -24,7 +24,8 @@ cp "$here/qemu/init" "$root/init"
 cp "$here/qemu/guest-lib.sh" "$root/guest-lib.sh"
 cp "$here/qemu/guest-$job.sh" "$root/job.sh"
 echo kprobes-guest >"$root/etc/hostname"
-find "$out/src" -name '*.ko' -exec cp {} "$root/lib/kp/" \;
+# The modules of the last build (modules.order), not stale ones left over.
+sed 's/\.o$/.ko/' "$out/src/modules.order" | xargs cp -t "$root/lib/kp/"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz"
 

@@ -125,3 +125,22 @@ impl Default for KpKprobe {
         Self::new()
     }
 }
+
+/// `KP_INSN_CALL`: the instruction is a call.
+pub const KP_INSN_CALL: c_uint = 1;
+/// `KP_INSN_BRANCH`: a direct (relative) branch or call; `target` is valid.
+pub const KP_INSN_BRANCH: c_uint = 2;
+
+/// `struct kp_insn`: one instruction, as `kp_decode_insn()` describes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KpInsn {
+    /// Its address.
+    pub addr: c_ulong,
+    /// Its length in bytes.
+    pub len: c_uint,
+    /// `KP_INSN_*`.
+    pub flags: c_uint,
+    /// Where a direct branch or call goes (with `KP_INSN_BRANCH`).
+    pub target: c_ulong,
+}

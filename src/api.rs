@@ -28,6 +28,8 @@
 //!   architecture, [`Regs::arg`], [`Regs::return_value`] and setters.
 //! - [`read_kernel`], [`read_kernel_str`], [`read_user_str`]: memory reads
 //!   that never fault, for handlers following pointers.
+//! - [`lookup_symbol`], [`Insn`], [`instructions`]: find a function and walk
+//!   its instructions (to place an offset probe, for example).
 //!
 //! The raw C ABI ([`KpKprobe`], [`kp_register_kprobe`], ...) stays available
 //! for clients that want it.
@@ -80,6 +82,10 @@ extern "C" {
     pub fn kp_blacklisted(addr: usize) -> *const core::ffi::c_char;
     /// Re-enables a disabled probe.
     pub fn kp_enable_kprobe(p: *mut KpKprobe) -> c_int;
+    /// The address of a symbol (0 if unknown), and its size.
+    pub fn kp_lookup_symbol(name: *const kernel::ffi::c_char, size: *mut c_ulong) -> c_ulong;
+    /// Describes the instruction at `addr`.
+    pub fn kp_decode_insn(addr: c_ulong, out: *mut KpInsn) -> c_int;
 }
 
 /// Where to probe.
@@ -733,3 +739,99 @@ pub fn current_pid() -> (i32, bool) {
     let t = unsafe { &*bindings::get_current() };
     (t.pid, t.flags & bindings::PF_KTHREAD != 0)
 }
+
+/// A function (or other symbol) found by name.
+#[derive(Clone, Copy, Debug)]
+pub struct Symbol {
+    /// Its address.
+    pub addr: usize,
+    /// Its size in bytes (0 if unknown).
+    pub size: usize,
+}
+
+/// Finds `name` (`"sym"` or `"module:sym"`) in the kernel's symbol table.
+pub fn lookup_symbol(name: &CStr) -> Option<Symbol> {
+    let mut size: c_ulong = 0;
+    // SAFETY: `name` is NUL-terminated, `size` writable.
+    let addr = unsafe { kp_lookup_symbol(name.as_ptr().cast(), &mut size) };
+    (addr != 0).then_some(Symbol { addr, size })
+}
+
+/// One instruction of kernel or module text, decoded by the engine's arch
+/// backend.
+#[derive(Clone, Copy, Debug)]
+pub struct Insn {
+    /// Its address.
+    pub addr: usize,
+    /// Its length in bytes.
+    pub len: usize,
+    /// A call (direct or indirect).
+    pub is_call: bool,
+    /// Where it branches or calls to, for a direct branch.
+    pub target: Option<usize>,
+}
+
+impl Insn {
+    /// Decodes the instruction at `addr`: `EFAULT` if unreadable, `EILSEQ` if
+    /// not a known instruction, `EINVAL` if misaligned (arm64).
+    pub fn decode(addr: usize) -> Result<Insn> {
+        let mut raw = KpInsn {
+            addr: 0,
+            len: 0,
+            flags: 0,
+            target: 0,
+        };
+        // SAFETY: `raw` is writable.
+        to_result(unsafe { kp_decode_insn(addr, &mut raw) })?;
+        Ok(Insn {
+            addr,
+            len: raw.len as usize,
+            is_call: raw.flags & KP_INSN_CALL != 0,
+            target: (raw.flags & KP_INSN_BRANCH != 0).then_some(raw.target),
+        })
+    }
+
+    /// The address of the next instruction.
+    pub fn next(&self) -> usize {
+        self.addr + self.len
+    }
+}
+
+/// The instructions of a function, decoded linearly from its start (the
+/// iteration stops at the end or at the first undecodable byte).
+pub fn instructions(f: Symbol) -> impl Iterator<Item = Insn> {
+    let end = f.addr + f.size;
+    let mut at = f.addr;
+    core::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let i = Insn::decode(at).ok()?;
+        at = i.next();
+        Some(i)
+    })
+}
+
+/// Declares a safe accessor for a string module parameter that the client's C
+/// glue defines with `KP_STRING_PARAM(name, size, ...)` (`examples/params.h`;
+/// the `module!` macro of this kernel's Rust cannot declare parameters):
+///
+/// ```ignore
+/// kp::string_param!(fn symbol = kp_param_symbol[512]);
+/// ```
+#[allow(unused_macros)]
+macro_rules! string_param {
+    ($vis:vis fn $fn:ident = $sym:ident[$n:literal]) => {
+        $vis fn $fn() -> &'static core::ffi::CStr {
+            extern "C" {
+                static $sym: [u8; $n];
+            }
+            // SAFETY: the C side defines a NUL-terminated buffer of this size,
+            // read-only (0444) and set before the module's init runs.
+            let b = unsafe { &*core::ptr::addr_of!($sym) };
+            core::ffi::CStr::from_bytes_until_nul(b).unwrap_or(c"")
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use string_param;

@@ -20,6 +20,7 @@ mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
 mod percpu;
+mod query;
 mod registry;
 mod slots;
 mod symbols;
@@ -37,6 +38,7 @@ use kernel::prelude::*;
 
 pub use blacklist::kp_blacklisted;
 pub use kretprobe::{kp_register_kretprobe, kp_unregister_kretprobe};
+pub use query::{kp_decode_insn, kp_lookup_symbol};
 pub use registry::{
     kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,
     kp_unregister_kprobe, kp_unregister_kprobes,

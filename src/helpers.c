@@ -29,6 +29,8 @@ EXPORT_SYMBOL_GPL(kp_blacklisted);
 EXPORT_SYMBOL_GPL(kp_register_kretprobe);
 EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
+EXPORT_SYMBOL_GPL(kp_lookup_symbol);
+EXPORT_SYMBOL_GPL(kp_decode_insn);
 
 /* Serialises registration, unregistration and text patching. */
 static DEFINE_MUTEX(kp_reg_mutex);

@@ -427,6 +427,58 @@ fn api_nofault_readers(t: &mut Test) {
     kp_expect!(t, pid > 0 && kthread, "pid {} kthread {}", pid, kthread);
 }
 
+fn api_symbols_and_decoding(t: &mut Test) {
+    use crate::targets::kp_kunit_sleeper;
+    let f = kp::lookup_symbol(c"kp_kunit_sleeper");
+    kp_expect_eq!(
+        t,
+        f.map(|f| f.addr),
+        Some(addr_of(kp_kunit_sleeper as *const ()))
+    );
+    kp_expect!(t, kp::lookup_symbol(c"kp_no_such_symbol_xyz").is_none());
+    kp_expect!(
+        t,
+        kp::lookup_symbol(c"kprobes_kunit:kp_kunit_sleeper").is_some()
+    );
+    let Some(f) = f else { return };
+    kp_expect!(t, f.size > 0);
+    let msleep = kernel::bindings::msleep as *const () as usize;
+    let (mut n, mut end, mut calls, mut to_msleep) = (0, f.addr, 0, 0);
+    for i in kp::instructions(f) {
+        kp_expect_eq!(t, i.addr, end, "walk is contiguous");
+        end = i.next();
+        n += 1;
+        if i.is_call {
+            calls += 1;
+            // arm64 modules may reach the kernel through a PLT veneer.
+            if i.target == Some(msleep) || cfg!(CONFIG_ARM64) {
+                to_msleep += 1;
+            }
+        }
+    }
+    kp_expect!(t, n > 3, "{} instructions", n);
+    kp_expect_eq!(t, end, f.addr + f.size, "walk ends at the symbol's end");
+    kp_expect!(
+        t,
+        calls >= 1 && to_msleep >= 1,
+        "{} calls, {} to msleep",
+        calls,
+        to_msleep
+    );
+    kp_expect_eq!(
+        t,
+        kp::Insn::decode(0).err(),
+        Some(kernel::error::code::EFAULT)
+    );
+    if cfg!(CONFIG_ARM64) {
+        kp_expect_eq!(
+            t,
+            kp::Insn::decode(f.addr + 2).err(),
+            Some(kernel::error::code::EINVAL)
+        );
+    }
+}
+
 kunit_suite!(
     kp_api,
     "kp_api",
@@ -446,6 +498,7 @@ kunit_suite!(
         api_entry_args8,
         api_entry_args10,
         api_entry_mixed_types,
-        api_nofault_readers
+        api_nofault_readers,
+        api_symbols_and_decoding
     ]
 );

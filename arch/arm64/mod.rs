@@ -232,6 +232,38 @@ pub(crate) fn finish_step(
     regs::set_ip(regs, addr + 4);
 }
 
+/// Describes the instruction at `addr` (`kp_decode_insn()`).
+pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
+    if addr % 4 != 0 {
+        return Err(EINVAL);
+    }
+    let mut w = 0u32;
+    // SAFETY: a nofault read of kernel text into a local.
+    let r = unsafe {
+        bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), addr as *const _, 4)
+    };
+    if r != 0 {
+        return Err(EFAULT);
+    }
+    let class = decode::classify(w);
+    let branch = matches!(
+        class,
+        Class::B { .. }
+            | Class::Bl { .. }
+            | Class::BCond { .. }
+            | Class::Cbz { .. }
+            | Class::Tbz { .. }
+    );
+    Ok(crate::query::InsnInfo {
+        len: 4,
+        call: matches!(class, Class::Bl { .. } | Class::Blr { .. }),
+        target: class
+            .target(addr as u64)
+            .filter(|_| branch)
+            .map(|t| t as usize),
+    })
+}
+
 /// Calls `f` with the target of every direct branch (`b`, `bl`) in
 /// `[start, end)`. Process context.
 pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
