@@ -29,5 +29,14 @@ if true; then
 	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
 	check example-rmmod rmmod kprobe_example
 	run_examples
+	# The client module of README.md, built out of tree by build-client.sh.
+	check readme-client-insmod insmod $M/my_probe.ko
+	activity
+	sleep 0
+	check readme-client-rmmod rmmod my_probe
+	ex_log
+	check readme-client-opens has 'my_probe: open #0: /'
+	check readme-client-kretprobe has 'my_probe: kernel_clone\(args 0x[0-9a-f]+\) returned [1-9][0-9]*$'
+	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 fi
 check engine-rmmod rmmod kprobes

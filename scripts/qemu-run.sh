@@ -26,6 +26,8 @@ cp "$here/qemu/guest-$job.sh" "$root/job.sh"
 echo kprobes-guest >"$root/etc/hostname"
 # The modules of the last build (modules.order), not stale ones left over.
 sed 's/\.o$/.ko/' "$out/src/modules.order" | xargs cp -t "$root/lib/kp/"
+# The README's client module (scripts/build-client.sh), when built.
+[ -f "$out/client/my_probe/my_probe.ko" ] && cp "$out/client/my_probe/my_probe.ko" "$root/lib/kp/"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz"
 

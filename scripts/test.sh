@@ -35,6 +35,13 @@ for a in $arches; do
 	fi
 	built+=("$a")
 	if grep -E 'warning|error' "out/build-$a.log"; then fail "$a: module build is not warning-free"; else pass; fi
+	# The README's client module, as written there, built out of tree.
+	if CLIPPY=1 scripts/build-client.sh "$a" >"out/client-$a.log" 2>&1 && ! grep -E 'warning|error' "out/client-$a.log"; then
+		pass
+	else
+		fail "$a: README client module build (log: out/client-$a.log)"
+		tail -n 30 "out/client-$a.log"
+	fi
 	# The engine must not reference the kernel's kprobes API.
 	bad=$(nm -u "out/$a/src/kprobes.ko" | grep -E 'register_kprobe|register_kretprobe|unregister_kprobe|rethook_|fprobe|kprobe_' || true)
 	if [ -n "$bad" ]; then fail "$a: kprobes.ko references the kernel's kprobes: $bad"; else pass; fi
