@@ -21,6 +21,14 @@ struct kp_kprobe;
 typedef int (*kp_pre_handler_t)(struct kp_kprobe *, struct pt_regs *);
 typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
 				  unsigned long flags);
+/* The probed instruction raised trap `trapnr` (X86_TRAP_*) while running out
+ * of line. Return non-zero when the handler fixed regs (ip included) and
+ * execution resumes there; zero lets the kernel handle the trap as if it had
+ * happened at the original address. x86_64: #GP and the traps that reach
+ * notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults reach no
+ * notifier. arm64: never called (no hook: a fault goes to die()). */
+typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
+				  int trapnr);
 
 /* kp_kprobe.flags */
 #define KP_FLAG_GONE		1 /* the probed text went away */
@@ -35,6 +43,7 @@ struct kp_kprobe {
 	unsigned int offset;
 	kp_pre_handler_t pre_handler;
 	kp_post_handler_t post_handler;
+	kp_fault_handler_t fault_handler;
 	unsigned int flags;
 	/* Hits whose handlers were not run (re-entry on the same CPU). */
 	unsigned long nmissed;

@@ -14,6 +14,9 @@ use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 pub type PreHandler = unsafe extern "C" fn(*mut KpKprobe, *mut pt_regs) -> c_int;
 /// `kp_post_handler_t`.
 pub type PostHandler = unsafe extern "C" fn(*mut KpKprobe, *mut pt_regs, c_ulong);
+/// `kp_fault_handler_t`: the displaced copy of the probed instruction raised
+/// trap `trapnr`; non-zero return means "handled, I fixed the registers".
+pub type FaultHandler = unsafe extern "C" fn(*mut KpKprobe, *mut pt_regs, c_int) -> c_int;
 
 /// `KP_FLAG_GONE`: the probed text went away.
 pub const KP_FLAG_GONE: c_uint = 1;
@@ -34,6 +37,8 @@ pub struct KpKprobe {
     pub pre_handler: Option<PreHandler>,
     /// Runs after the probed instruction.
     pub post_handler: Option<PostHandler>,
+    /// Runs when the probed instruction faults while executing out of line.
+    pub fault_handler: Option<FaultHandler>,
     /// `KP_FLAG_*`.
     pub flags: c_uint,
     /// Hits whose handlers did not run.
@@ -113,6 +118,7 @@ impl KpKprobe {
             offset: 0,
             pre_handler: None,
             post_handler: None,
+            fault_handler: None,
             flags: 0,
             nmissed: 0,
             kp_private: core::ptr::null_mut(),

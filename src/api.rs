@@ -187,6 +187,20 @@ pub trait KprobeHandler: Send + Sync + Sized {
 
     /// Runs after the probed instruction (only if [`Self::POST_HANDLER`]).
     fn post(&self, _probe: &Probe, _regs: &mut Regs) {}
+
+    /// Whether [`Self::fault`] is wanted (it also prevents boosting).
+    const FAULT_HANDLER: bool = false;
+
+    /// The probed instruction raised trap `trapnr` (`X86_TRAP_*`) while it
+    /// ran out of line (only if [`Self::FAULT_HANDLER`]). Return true after
+    /// fixing `regs`, instruction pointer included (for example past the
+    /// instruction); false lets the kernel handle the trap as if it happened
+    /// at the probed address. x86_64: #GP and the traps that reach
+    /// `notify_die(DIE_TRAP)`; page faults reach no hook a module can use.
+    /// arm64: never called (a fault there goes straight to `die()`).
+    fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> bool {
+        false
+    }
 }
 
 /// A registered kprobe with its handler state `H`; dropping it unregisters
@@ -231,6 +245,21 @@ unsafe extern "C" fn kprobe_post<H: KprobeHandler>(
     kp.handler.post(&kp.probe, regs);
 }
 
+/// The engine's fault handler for a `Kprobe<H>`.
+///
+/// # Safety
+///
+/// As [`kprobe_pre`].
+unsafe extern "C" fn kprobe_fault<H: KprobeHandler>(
+    p: *mut KpKprobe,
+    regs: *mut pt_regs,
+    trapnr: c_int,
+) -> c_int {
+    // SAFETY: as in `kprobe_pre`.
+    let (kp, regs) = unsafe { (&*p.cast::<Kprobe<H>>(), Regs::from_raw(regs)) };
+    kp.handler.fault(&kp.probe, regs, trapnr) as c_int
+}
+
 impl<H: KprobeHandler> Kprobe<H> {
     /// Probes `target` with `handler`'s methods. Errors are the engine's:
     /// `ENOENT` unknown symbol or module, `EINVAL` not probe-able (not text,
@@ -254,6 +283,9 @@ impl<H: KprobeHandler> Kprobe<H> {
         raw.pre_handler = Some(kprobe_pre::<H>);
         if H::POST_HANDLER {
             raw.post_handler = Some(kprobe_post::<H>);
+        }
+        if H::FAULT_HANDLER {
+            raw.fault_handler = Some(kprobe_fault::<H>);
         }
         let raw = this.probe.raw();
         // SAFETY: the probe stays at this address until `drop` unregisters it.

@@ -40,6 +40,7 @@ void kp_helper_unregister_die_notifier(void);
 void kp_helper_sync_all_cores(void);
 /* Rust, arch/x86_64/trap.rs */
 bool kp_x86_int3(struct pt_regs *regs);
+bool kp_x86_fault(struct pt_regs *regs, int trapnr);
 
 /* arch/arm64/helpers.c */
 int kp_helper_arm64_brk_hook_init(void);

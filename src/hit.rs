@@ -113,6 +113,59 @@ fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
     let _ = cpu.push(f);
 }
 
+/// A trap `trapnr` other than a breakpoint at `regs`. If this CPU was running
+/// an out-of-line copy and the fault is in it, the probes' fault handlers run
+/// (for a hit whose handlers ran); one that returns non-zero has fixed the
+/// registers and the trap is handled (true). Otherwise the step is abandoned
+/// with the instruction pointer back at the probed instruction, so that the
+/// kernel reports (or fixes up) the fault where it really is (false).
+// arm64 has no trap hook that reaches a module before die() (see
+// `arch/arm64/mod.rs` `in_copy`).
+#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
+pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
+    // SAFETY: trap context, interrupts off.
+    let cpu = unsafe { Cpu::this() };
+    let d = cpu.depth();
+    if d == 0 {
+        return false;
+    }
+    let f = cpu.frame(d - 1);
+    if f.stage != stage::STEPPING && f.stage != stage::STEPPING_MISSED {
+        return false;
+    }
+    // SAFETY: a point cannot be freed while a CPU steps it (IRQs are off).
+    let point = unsafe { &*f.point };
+    if !arch::in_copy(arch::regs::ip(regs), &point.insn) {
+        return false;
+    }
+    arch::abort_step(&point.insn, regs, f.saved);
+    let mut handled = false;
+    if f.stage == stage::STEPPING {
+        cpu.set_frame(
+            d - 1,
+            Frame {
+                stage: stage::HANDLERS,
+                ..f
+            },
+        );
+        for p in enabled(point) {
+            // SAFETY: `user` is valid while registered.
+            if let Some(fh) = unsafe { (*p.user).fault_handler } {
+                // SAFETY: the contract of kp_fault_handler_t.
+                if unsafe { fh(p.user, regs, trapnr) } != 0 {
+                    handled = true;
+                    break;
+                }
+            }
+        }
+    }
+    if !handled {
+        arch::regs::set_ip(regs, point.addr);
+    }
+    cpu.pop();
+    handled
+}
+
 /// A breakpoint at `addr` fired; if it ends the out-of-line copy this CPU is
 /// running, finish the step and run the post handlers.
 pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {

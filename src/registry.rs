@@ -74,15 +74,18 @@ pub(crate) struct Point {
 }
 
 impl Point {
-    /// Whether an enabled probe here has a post handler (which needs the
-    /// second trap, so no boosting). Trap path, or registration lock held.
+    /// Whether an enabled probe here has a post or a fault handler (which
+    /// need the step to end in a trap and to be tracked, so no boosting).
+    /// Trap path, or registration lock held.
     pub(crate) fn any_post_handler(&self) -> bool {
         self.probes().iter().any(|&p| {
             // SAFETY: listed probes stay valid for a grace period after
             // leaving the list (see `probes`).
             let p = unsafe { &*p };
             // SAFETY: a listed probe's client struct is valid.
-            !p.disabled.load(Ordering::Relaxed) && unsafe { (*p.user).post_handler.is_some() }
+            !p.disabled.load(Ordering::Relaxed)
+                // SAFETY: a listed probe's client struct is valid.
+                && unsafe { (*p.user).post_handler.is_some() || (*p.user).fault_handler.is_some() }
         })
     }
 

@@ -265,4 +265,10 @@ fn x86_emulated_and_stepped_classes(t: &mut Test) {
     crate::insn_table::check(t, FUNCS, true, runs);
 }
 
-kunit_suite!(kp_x86_emu, "kp_x86_emu", [x86_emulated_and_stepped_classes]);
+use crate::api_suite::api_fault_handler;
+
+kunit_suite!(
+    kp_x86_emu,
+    "kp_x86_emu",
+    [x86_emulated_and_stepped_classes, api_fault_handler]
+);

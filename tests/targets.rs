@@ -84,3 +84,49 @@ pub(crate) extern "C" fn kp_kunit_gated(v: u32) -> u32 {
 
 /// Opens [`kp_kunit_gated`].
 pub(crate) static GATE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// `a / b` with a `div` instruction (#DE when `b` is 0), and that
+/// instruction's address, for the fault-handler cases.
+#[cfg(CONFIG_X86_64)]
+#[inline(never)]
+pub(crate) fn kp_kunit_div(a: u64, b: u64) -> (u64, usize) {
+    let (q, at): (u64, usize);
+    // SAFETY: reads registers only; `div` by zero raises #DE, which the
+    // callers' probe handles.
+    unsafe {
+        core::arch::asm!(
+            "lea {at}, [rip + 2f]",
+            "xor edx, edx",
+            "2:",
+            "div {b}",
+            b = in(reg) b,
+            at = out(reg) at,
+            inout("rax") a => q,
+            out("rdx") _,
+            options(nostack),
+        )
+    };
+    (q, at)
+}
+
+/// Loads the word at `p` with one `mov` (#GP for a non-canonical `p`), and
+/// that instruction's address, for the fault-handler cases.
+#[cfg(CONFIG_X86_64)]
+#[inline(never)]
+pub(crate) fn kp_kunit_load(p: usize) -> (u64, usize) {
+    let (v, at): (u64, usize);
+    // SAFETY: callers pass a readable address, or a non-canonical one whose
+    // #GP the callers' probe handles.
+    unsafe {
+        core::arch::asm!(
+            "lea {at}, [rip + 2f]",
+            "2:",
+            "mov rax, qword ptr [{p}]",
+            p = in(reg) p,
+            at = out(reg) at,
+            out("rax") v,
+            options(nostack, readonly),
+        )
+    };
+    (v, at)
+}

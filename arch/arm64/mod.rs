@@ -215,6 +215,20 @@ pub(crate) fn setup_step(
     regs::set_ip(regs, insn.slot);
 }
 
+/// Whether `pc` is `insn`'s out-of-line copy (a fault while stepping). The
+/// arm64 kernel has no hook that would report such a fault to a module
+/// before `die()`, so nothing calls this yet (see `hit::on_fault`).
+pub(crate) fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
+    insn.slot != 0 && pc == insn.slot
+}
+
+/// Gives up a step that faulted: restores what [`setup_step`] saved (the
+/// caller sets the program counter).
+pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
+    let pstate = regs::flags(regs);
+    regs::set_flags(regs, (pstate & !DAIF_MASK) | saved);
+}
+
 /// Whether a BRK at `trap_addr` is the one that ends `insn`'s copy.
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
     insn.slot != 0 && trap_addr == insn.slot + 4

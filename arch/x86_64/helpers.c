@@ -27,9 +27,16 @@ static notrace int kp_die_notify_c(struct notifier_block *nb, unsigned long val,
 {
 	struct die_args *args = data;
 
-	if (val != DIE_INT3)
+	switch (val) {
+	case DIE_INT3:
+		return kp_x86_int3(args->regs) ? NOTIFY_STOP : NOTIFY_DONE;
+	case DIE_GPF:
+	case DIE_TRAP:
+		/* A fault in an out-of-line copy (fault_handler). */
+		return kp_x86_fault(args->regs, args->trapnr) ? NOTIFY_STOP : NOTIFY_DONE;
+	default:
 		return NOTIFY_DONE;
-	return kp_x86_int3(args->regs) ? NOTIFY_STOP : NOTIFY_DONE;
+	}
 }
 
 static struct notifier_block kp_die_nb = {

@@ -329,6 +329,17 @@ pub(crate) fn setup_step(
     regs.ip = insn.slot;
 }
 
+/// Whether `ip` lies in `insn`'s out-of-line copy (a fault while stepping).
+pub(crate) fn in_copy(ip: usize, insn: &ArchInsn) -> bool {
+    insn.slot != 0 && ip >= insn.slot && ip < insn.slot + insn.len
+}
+
+/// Gives up a step that faulted: restores what [`setup_step`] saved (the
+/// caller sets the instruction pointer).
+pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
+    regs.flags |= saved;
+}
+
 /// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy.
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
     insn.slot != 0 && trap_addr == insn.slot + insn.len

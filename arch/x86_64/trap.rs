@@ -46,6 +46,20 @@ pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> boo
     false
 }
 
+/// Called for a kernel #GP (`DIE_GPF`) or another trap reported through
+/// `DIE_TRAP` (#DE, #BR, #SS, #NP, ...) that no fixup took. Returns whether
+/// a probe's fault handler handled it (see [`hit::on_fault`]).
+///
+/// # Safety
+///
+/// As [`kp_x86_int3`].
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_x86_fault(regs: *mut bindings::pt_regs, trapnr: i32) -> bool {
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
+    !super::regs::user_mode(regs) && hit::on_fault(regs, trapnr)
+}
+
 pub(super) fn init() -> Result {
     // SAFETY: process context; the notifier block is static.
     let r = unsafe { kp_helper_register_die_notifier() };
