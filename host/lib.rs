@@ -14,3 +14,7 @@ pub mod arm64_decode;
 /// Symbol-string parsing (`src/ksym.rs`).
 #[path = "../src/ksym.rs"]
 pub mod ksym;
+
+/// The `kprobe_events` grammar (`src/event_parse.rs`).
+#[path = "../src/event_parse.rs"]
+pub mod event_parse;

@@ -1,0 +1,1079 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `kprobe_events` grammar (`Documentation/trace/kprobetrace.rst`):
+//! pure, `core`-only, no allocation. The kernel side compiles what this
+//! returns; the host tests (`host/tests/events.rs`) run the documentation's
+//! examples, every error, and a randomized no-panic / round-trip check.
+//!
+//! ```text
+//! p[:[GRP/][EVENT]] [MOD:]SYM[+offs]|MEMADDR [FETCHARGS]
+//! r[MAXACTIVE][:[GRP/][EVENT]] [MOD:]SYM[+0] [FETCHARGS]
+//! p[:[GRP/][EVENT]] [MOD:]SYM[+0]%return [FETCHARGS]
+//! -:[GRP/]EVENT
+//! ```
+//!
+//! A line is parsed in one pass into a [`Command`]; a probe's fetch
+//! arguments are validated then, and re-parsed one by one with
+//! [`ProbeDef::args`] when the caller compiles them (no storage needed here).
+//! Errors carry the kernel's message (`error_log`) and the byte position of
+//! the offending token.
+
+use core::fmt;
+
+/// Group of events defined without one (the kernel's own is `kprobes`).
+pub const DEFAULT_GROUP: &str = "kprobes_rs";
+/// Longest group or event name (the kernel's `MAX_EVENT_NAME_LEN` - 1).
+pub const MAX_EVENT_NAME_LEN: usize = 63;
+/// Longest argument name (`MAX_ARG_NAME_LEN` - 1).
+pub const MAX_ARG_NAME_LEN: usize = 31;
+/// Most fetch arguments per probe (`MAX_TRACE_ARGS`).
+pub const MAX_ARGS: usize = 128;
+/// Most operations in one fetch argument (a base and nested dereferences).
+pub const MAX_OPS: usize = 8;
+/// Largest `MAXACTIVE` (`KRETPROBE_MAXACTIVE_MAX`).
+pub const MAX_MAXACTIVE: u32 = 4096;
+/// Longest fetch argument expression (`MAX_ARGSTR_LEN` - 1).
+pub const MAX_ARG_LEN: usize = 63;
+
+/// What went wrong, with the kernel's `error_log` message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrKind {
+    /// An unknown command letter.
+    BadCommand,
+    /// `MAXACTIVE` on a `p` probe.
+    BadMaxactType,
+    /// `MAXACTIVE` not a number.
+    BadMaxact,
+    /// `MAXACTIVE` too large.
+    MaxactTooBig,
+    /// Nothing to probe, or an unparsable address or symbol.
+    BadProbeAddr,
+    /// A return probe not at offset 0.
+    BadRetprobe,
+    /// Something after the address that is not `%return`.
+    BadAddrSuffix,
+    /// `GRP/` with an empty group.
+    NoGroupName,
+    /// Group name too long.
+    GroupTooLong,
+    /// Group name not a C identifier.
+    BadGroupName,
+    /// No event name where one is needed.
+    NoEventName,
+    /// Event name too long.
+    EventTooLong,
+    /// Event name not a C identifier.
+    BadEventName,
+    /// `$retval` on an entry probe.
+    RetvalOnProbe,
+    /// `$stackN` with a bad N.
+    BadStackNum,
+    /// `$argN` with a bad N.
+    BadArgNum,
+    /// An unknown `$` variable.
+    BadVar,
+    /// An unknown register.
+    BadRegName,
+    /// `@ADDR` not an address.
+    BadMemAddr,
+    /// `\IMM` not a number.
+    BadImm,
+    /// Dereferences nested too deeply.
+    TooManyOps,
+    /// `+OFFS` without `(`.
+    DerefNeedBrace,
+    /// `+OFFS(` with a bad offset.
+    BadDerefOffs,
+    /// `(` without `)`.
+    DerefOpenBrace,
+    /// `+0($comm)`.
+    CommCantDeref,
+    /// Anything else a fetch argument cannot be.
+    BadFetchArg,
+    /// An unknown `:TYPE`.
+    BadType,
+    /// `:string` on something that is not memory.
+    BadString,
+    /// A malformed bitfield type.
+    BadBitfield,
+    /// Argument name too long.
+    ArgNameTooLong,
+    /// `=FETCHARG` without a name.
+    NoArgName,
+    /// Argument name not a C identifier.
+    BadArgName,
+    /// Two arguments with one name.
+    UsedArgName,
+    /// Argument expression too long.
+    ArgTooLong,
+    /// `NAME=` without an expression.
+    NoArgBody,
+    /// More than [`MAX_ARGS`] arguments.
+    TooManyArgs,
+    /// `$comm` with a type other than `string`.
+    NeedStringType,
+    /// `$argN` on a probe that is not at a function entry or exit.
+    NoFentryArgs,
+    /// `-:` followed by more.
+    BadRemove,
+    /// `[N]` array types.
+    ArrayUnsupported,
+}
+
+impl ErrKind {
+    /// The kernel's `error_log` message for this error.
+    pub fn message(self) -> &'static str {
+        use ErrKind::*;
+        match self {
+            BadCommand => "Unknown command",
+            BadMaxactType => "Maxactive is only for function exit",
+            BadMaxact => "Invalid maxactive number",
+            MaxactTooBig => "Maxactive is too big",
+            BadProbeAddr => "Invalid probed address or symbol",
+            BadRetprobe => "Retprobe address must be an function entry",
+            BadAddrSuffix => "Invalid probed address suffix",
+            NoGroupName => "Group name is not specified",
+            GroupTooLong => "Group name is too long",
+            BadGroupName => "Group name must follow the same rules as C identifiers",
+            NoEventName => "Event name is not specified",
+            EventTooLong => "Event name is too long",
+            BadEventName => "Event name must follow the same rules as C identifiers",
+            RetvalOnProbe => "$retval is not available on probe",
+            BadStackNum => "Invalid stack number",
+            BadArgNum => "Invalid argument number",
+            BadVar => "Invalid $-valiable specified",
+            BadRegName => "Invalid register name",
+            BadMemAddr => "Invalid memory address",
+            BadImm => "Invalid immediate value",
+            TooManyOps => "Dereference is too much nested",
+            DerefNeedBrace => "Dereference needs a brace",
+            BadDerefOffs => "Invalid dereference offset",
+            DerefOpenBrace => "Dereference brace is not closed",
+            CommCantDeref => "$comm can not be dereferenced",
+            BadFetchArg => "Invalid fetch argument",
+            BadType => "Unknown type is specified",
+            BadString => "String accepts only memory argument",
+            BadBitfield => "Invalid bitfield",
+            ArgNameTooLong => "Argument name is too long",
+            NoArgName => "Argument name is not specified",
+            BadArgName => "Argument name must follow the same rules as C identifiers",
+            UsedArgName => "This argument name is already used",
+            ArgTooLong => "Argument expression is too long",
+            NoArgBody => "No argument expression",
+            TooManyArgs => "Too many arguments are specified",
+            NeedStringType => "$comm and immediate-string only accepts string type",
+            NoFentryArgs => "$arg* can be used only on function entry or exit",
+            BadRemove => "Unexpected argument after the event name",
+            ArrayUnsupported => "Array types are not supported (yet)",
+        }
+    }
+
+    /// The errno a write of such a line fails with (positive).
+    pub fn errno(self) -> i32 {
+        match self {
+            ErrKind::TooManyArgs => 7, // E2BIG
+            _ => 22,                   // EINVAL
+        }
+    }
+}
+
+/// A parse error: what, and where in the line (byte offset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// What went wrong.
+    pub kind: ErrKind,
+    /// Byte offset of the offending token in the line.
+    pub pos: usize,
+}
+
+type Res<T> = Result<T, ParseError>;
+
+fn err<T>(kind: ErrKind, pos: usize) -> Res<T> {
+    Err(ParseError { kind, pos })
+}
+
+/// The register names of one architecture: `(name, index of the 64-bit word
+/// in struct pt_regs)`.
+pub type RegTable = [(&'static str, u16)];
+
+/// x86_64: `struct pt_regs` word order (the names of `%REG`, as the
+/// kernel's `regs_query_register_offset()` knows them).
+pub const X86_64_REGS: &RegTable = &[
+    ("r15", 0),
+    ("r14", 1),
+    ("r13", 2),
+    ("r12", 3),
+    ("bp", 4),
+    ("bx", 5),
+    ("r11", 6),
+    ("r10", 7),
+    ("r9", 8),
+    ("r8", 9),
+    ("ax", 10),
+    ("cx", 11),
+    ("dx", 12),
+    ("si", 13),
+    ("di", 14),
+    ("orig_ax", 15),
+    ("ip", 16),
+    ("cs", 17),
+    ("flags", 18),
+    ("sp", 19),
+    ("ss", 20),
+];
+
+/// arm64: `x0`..`x30`, `sp`, `pc`, `pstate`.
+pub const ARM64_REGS: &RegTable = &[
+    ("x0", 0),
+    ("x1", 1),
+    ("x2", 2),
+    ("x3", 3),
+    ("x4", 4),
+    ("x5", 5),
+    ("x6", 6),
+    ("x7", 7),
+    ("x8", 8),
+    ("x9", 9),
+    ("x10", 10),
+    ("x11", 11),
+    ("x12", 12),
+    ("x13", 13),
+    ("x14", 14),
+    ("x15", 15),
+    ("x16", 16),
+    ("x17", 17),
+    ("x18", 18),
+    ("x19", 19),
+    ("x20", 20),
+    ("x21", 21),
+    ("x22", 22),
+    ("x23", 23),
+    ("x24", 24),
+    ("x25", 25),
+    ("x26", 26),
+    ("x27", 27),
+    ("x28", 28),
+    ("x29", 29),
+    ("x30", 30),
+    ("sp", 31),
+    ("pc", 32),
+    ("pstate", 33),
+];
+
+/// Where a probe goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// `[MOD:]SYM[+offs]`.
+    Symbol {
+        /// `MOD` of `MOD:SYM`.
+        module: Option<&'a str>,
+        /// `SYM`.
+        name: &'a str,
+        /// `+offs`.
+        offset: u64,
+    },
+    /// `MEMADDR`.
+    Address(u64),
+}
+
+/// A parsed `p`/`r` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeDef<'a> {
+    /// A return probe (`r`, or `p ... %return`).
+    pub is_return: bool,
+    /// `r<MAXACTIVE>`.
+    pub maxactive: Option<u32>,
+    /// `GRP` (None: [`DEFAULT_GROUP`]).
+    pub group: Option<&'a str>,
+    /// `EVENT` (None: generated, see [`ProbeDef::write_default_name`]).
+    pub event: Option<&'a str>,
+    /// What to probe.
+    pub location: Location<'a>,
+    /// The fetch arguments' text (validated).
+    args_text: &'a str,
+    /// Offset of `args_text` in the line.
+    args_pos: usize,
+    /// The register table the line was parsed with.
+    regs: &'static RegTable,
+}
+
+/// One parsed line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// Blank or comment only.
+    Empty,
+    /// Define a probe event.
+    Probe(ProbeDef<'a>),
+    /// `-:[GRP/]EVENT`.
+    Remove {
+        /// `GRP` (None: [`DEFAULT_GROUP`]).
+        group: Option<&'a str>,
+        /// `EVENT`.
+        event: &'a str,
+    },
+}
+
+/// One operation of a fetch program, run in order; the value flows through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op<'a> {
+    /// `%REG`: the word at this index of `struct pt_regs`.
+    Reg(u16),
+    /// `$stackN`: the Nth word above the stack pointer.
+    Stack(u32),
+    /// `$stack`: the stack pointer.
+    StackAddr,
+    /// `$argN` (0-based here; `$arg1` is `Arg(0)`).
+    Arg(u32),
+    /// `$retval`.
+    Retval,
+    /// `$comm`: the current task's name (a string).
+    Comm,
+    /// `\IMM`.
+    Imm(u64),
+    /// `@ADDR`: the address (the parser adds the read, [`Op::Deref`] 0).
+    Addr(u64),
+    /// `@SYM[+|-offs]`: the symbol's address plus `offset`, resolved by the
+    /// caller (the parser adds the read, [`Op::Deref`] 0).
+    Symbol {
+        /// The symbol.
+        name: &'a str,
+        /// `+|-offs`.
+        offset: i64,
+    },
+    /// `+|-[u]OFFS(...)`: read the word at value + `offset` (user memory if
+    /// `user`); for string types the last one reads the string instead.
+    Deref {
+        /// `OFFS`.
+        offset: i64,
+        /// `u`: user-space memory.
+        user: bool,
+    },
+}
+
+/// The basic types of `:TYPE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    /// `u8`..`u64` (size in bytes).
+    Unsigned(u8),
+    /// `s8`..`s64`.
+    Signed(u8),
+    /// `x8`..`x64`.
+    Hex(u8),
+    /// `char`.
+    Char,
+    /// `string`: a kernel string at the address.
+    String,
+    /// `ustring`: a user string at the address.
+    UString,
+    /// `symbol`: a word shown as `sym+off`.
+    Symbol,
+    /// `symstr`: `sym+off/size` stored as a string.
+    SymStr,
+    /// `b<width>@<offset>/<container-size>` (container size in bytes).
+    Bitfield {
+        /// Bits.
+        width: u8,
+        /// Lowest bit.
+        offset: u8,
+        /// 1, 2, 4 or 8.
+        container: u8,
+    },
+}
+
+impl Type {
+    /// Whether values are strings (stored as data, not a word).
+    pub fn is_string(self) -> bool {
+        matches!(self, Type::String | Type::UString | Type::SymStr)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Type::Unsigned(n) => write!(f, "u{}", u32::from(n) * 8),
+            Type::Signed(n) => write!(f, "s{}", u32::from(n) * 8),
+            Type::Hex(n) => write!(f, "x{}", u32::from(n) * 8),
+            Type::Char => f.write_str("char"),
+            Type::String => f.write_str("string"),
+            Type::UString => f.write_str("ustring"),
+            Type::Symbol => f.write_str("symbol"),
+            Type::SymStr => f.write_str("symstr"),
+            Type::Bitfield {
+                width,
+                offset,
+                container,
+            } => write!(f, "b{}@{}/{}", width, offset, u32::from(container) * 8),
+        }
+    }
+}
+
+/// One fetch argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchArg<'a> {
+    /// `NAME=` (None: the kernel's default `arg<N>`, 1-based position).
+    pub name: Option<&'a str>,
+    /// The expression as written, type suffix included (what the kernel
+    /// shows back in `kprobe_events`).
+    pub body: &'a str,
+    /// The program, [`FetchArg::nops`] operations.
+    pub ops: [Op<'a>; MAX_OPS],
+    /// Operations used in `ops`.
+    pub nops: u8,
+    /// The type (default `x64`, or `string` for `$comm`).
+    pub ty: Type,
+}
+
+impl<'a> FetchArg<'a> {
+    /// The program.
+    pub fn program(&self) -> &[Op<'a>] {
+        &self.ops[..usize::from(self.nops)]
+    }
+}
+
+/// `&s[a..b]`, or `""` when out of range: no panic path (objtool does not
+/// know `core::str::slice_error_fail` never returns).
+fn sub(s: &str, a: usize, b: usize) -> &str {
+    s.get(a..b).unwrap_or("")
+}
+
+/// `&s[a..]`, or `""` when out of range (see [`sub`]).
+fn from(s: &str, a: usize) -> &str {
+    s.get(a..).unwrap_or("")
+}
+
+/// Decimal digits only (no sign, no spaces).
+fn dec_u32(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A kernel symbol name: identifier characters plus `.` and `$`.
+fn is_symbol(n: &str) -> bool {
+    !n.is_empty()
+        && n.bytes()
+            .all(|c| c == b'_' || c == b'.' || c == b'$' || c.is_ascii_alphanumeric())
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c == b'_' || c.is_ascii_alphabetic())
+        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+}
+
+/// `kstrtoul(s, 0)`: decimal, `0x` hex or leading-`0` octal.
+fn parse_u64(s: &str) -> Option<u64> {
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (from(s, 1), 8)
+    } else {
+        (s, 10)
+    };
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+/// `kstrtol(s, 0)` with an explicit sign allowed.
+fn parse_i64(s: &str) -> Option<i64> {
+    match s.strip_prefix('-') {
+        Some(r) => parse_u64(r).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        None => parse_u64(s.strip_prefix('+').unwrap_or(s)).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// Splits at ASCII whitespace, with byte offsets.
+fn tokens(s: &str, base: usize) -> impl Iterator<Item = (usize, &str)> {
+    let mut at = 0;
+    core::iter::from_fn(move || {
+        let rest = from(s, at);
+        let start = at
+            + (rest.len()
+                - rest
+                    .trim_start_matches(|c: char| c.is_ascii_whitespace())
+                    .len());
+        if start >= s.len() {
+            return None;
+        }
+        let len = from(s, start)
+            .find(|c: char| c.is_ascii_whitespace())
+            .unwrap_or(s.len() - start);
+        at = start + len;
+        Some((base + start, sub(s, start, start + len)))
+    })
+}
+
+/// `[GRP/]EVENT` after the `:`; either part may be missing.
+fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Option<&str>)> {
+    let (group, event, epos) = match s.find('/') {
+        Some(i) => {
+            let g = sub(s, 0, i);
+            if g.is_empty() {
+                return err(ErrKind::NoGroupName, pos);
+            }
+            if g.len() > MAX_EVENT_NAME_LEN {
+                return err(ErrKind::GroupTooLong, pos);
+            }
+            if !is_ident(g) {
+                return err(ErrKind::BadGroupName, pos);
+            }
+            (Some(g), from(s, i + 1), pos + i + 1)
+        }
+        None => (None, s, pos),
+    };
+    if event.is_empty() {
+        if need_event {
+            return err(ErrKind::NoEventName, epos);
+        }
+        return Ok((group, None));
+    }
+    if event.len() > MAX_EVENT_NAME_LEN {
+        return err(ErrKind::EventTooLong, epos);
+    }
+    if !is_ident(event) {
+        return err(ErrKind::BadEventName, epos);
+    }
+    Ok((group, Some(event)))
+}
+
+/// Parses one line of `kprobe_events` (without the newline). `regs` is the
+/// architecture's register table ([`X86_64_REGS`], [`ARM64_REGS`]).
+pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>> {
+    let line = match line.find('#') {
+        Some(i) => sub(line, 0, i),
+        None => line,
+    };
+    let mut toks = tokens(line, 0);
+    let Some((cpos, cmd)) = toks.next() else {
+        return Ok(Command::Empty);
+    };
+    let (head, names) = match cmd.find(':') {
+        Some(i) => (sub(cmd, 0, i), Some((from(cmd, i + 1), cpos + i + 1))),
+        None => (cmd, None),
+    };
+    let mut chars = head.chars();
+    let kind = chars.next().unwrap_or(' ');
+    let rest = chars.as_str();
+    match kind {
+        '-' => {
+            if !rest.is_empty() {
+                return err(ErrKind::BadCommand, cpos);
+            }
+            let Some((n, npos)) = names else {
+                return err(ErrKind::NoEventName, cpos + 1);
+            };
+            let (group, event) = parse_names(n, npos, true)?;
+            if let Some((p, _)) = toks.next() {
+                return err(ErrKind::BadRemove, p);
+            }
+            Ok(Command::Remove {
+                group,
+                event: event.unwrap_or(""),
+            })
+        }
+        'p' | 'r' => {
+            let mut is_return = kind == 'r';
+            let maxactive = if rest.is_empty() {
+                None
+            } else {
+                if kind == 'p' {
+                    return err(ErrKind::BadMaxactType, cpos + 1);
+                }
+                let Some(m) = parse_u64(rest).and_then(|m| u32::try_from(m).ok()) else {
+                    return err(ErrKind::BadMaxact, cpos + 1);
+                };
+                if m > MAX_MAXACTIVE {
+                    return err(ErrKind::MaxactTooBig, cpos + 1);
+                }
+                Some(m)
+            };
+            let (group, event) = match names {
+                Some((n, npos)) => parse_names(n, npos, false)?,
+                None => (None, None),
+            };
+            let Some((lpos, loc)) = toks.next() else {
+                return err(ErrKind::BadProbeAddr, line.len());
+            };
+            let (loc, suffix) = match loc.find('%') {
+                Some(i) => (sub(loc, 0, i), Some((from(loc, i + 1), lpos + i))),
+                None => (loc, None),
+            };
+            if let Some((s, spos)) = suffix {
+                if s != "return" || kind == 'r' {
+                    return err(ErrKind::BadAddrSuffix, spos);
+                }
+                is_return = true;
+            }
+            let location = parse_location(loc, lpos)?;
+            if is_return && !matches!(location, Location::Symbol { offset: 0, .. }) {
+                return err(ErrKind::BadRetprobe, lpos);
+            }
+            if maxactive.is_some() && !is_return {
+                return err(ErrKind::BadMaxactType, cpos + 1);
+            }
+            let args_start = toks.next().map_or(line.len(), |(p, _)| p);
+            let def = ProbeDef {
+                is_return,
+                maxactive,
+                group,
+                event,
+                location,
+                args_text: from(line, args_start),
+                args_pos: args_start,
+                regs,
+            };
+            def.validate_args()?;
+            Ok(Command::Probe(def))
+        }
+        _ => err(ErrKind::BadCommand, cpos),
+    }
+}
+
+fn parse_location(s: &str, pos: usize) -> Res<Location<'_>> {
+    if s.is_empty() {
+        return err(ErrKind::BadProbeAddr, pos);
+    }
+    if s.as_bytes()[0].is_ascii_digit() {
+        return match parse_u64(s) {
+            Some(a) => Ok(Location::Address(a)),
+            None => err(ErrKind::BadProbeAddr, pos),
+        };
+    }
+    let (module, sym) = match s.find(':') {
+        Some(i) => (Some(sub(s, 0, i)), from(s, i + 1)),
+        None => (None, s),
+    };
+    let (name, offset) = match sym.find('+') {
+        Some(i) => match parse_u64(from(sym, i + 1)) {
+            Some(o) => (sub(sym, 0, i), o),
+            None => return err(ErrKind::BadProbeAddr, pos),
+        },
+        None => (sym, 0),
+    };
+    if !is_symbol(name) || module.is_some_and(|m| !is_symbol(m)) {
+        return err(ErrKind::BadProbeAddr, pos);
+    }
+    Ok(Location::Symbol {
+        module,
+        name,
+        offset,
+    })
+}
+
+impl<'a> ProbeDef<'a> {
+    /// Whether the probe is at a function entry (offset 0; `$argN` works).
+    pub fn at_entry(&self) -> bool {
+        matches!(self.location, Location::Symbol { offset: 0, .. })
+    }
+
+    /// The group (default [`DEFAULT_GROUP`]).
+    pub fn group_or_default(&self) -> &'a str {
+        self.group.unwrap_or(DEFAULT_GROUP)
+    }
+
+    /// The fetch arguments, parsed again one by one (each was validated by
+    /// [`parse_line`], so this yields no errors for a returned `ProbeDef`).
+    pub fn args(&self) -> impl Iterator<Item = Res<FetchArg<'a>>> + '_ {
+        let ctx = ArgCtx {
+            is_return: self.is_return,
+            at_entry: self.at_entry(),
+            regs: self.regs,
+        };
+        tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
+    }
+
+    /// The fetch arguments' text, as written.
+    pub fn args_text(&self) -> &'a str {
+        self.args_text.trim_end()
+    }
+
+    fn validate_args(&self) -> Res<()> {
+        let mut n = 0;
+        for (i, a) in self.args().enumerate() {
+            let a = a?;
+            n += 1;
+            if n > MAX_ARGS {
+                return err(ErrKind::TooManyArgs, self.args_pos);
+            }
+            // Names must be unique, generated `argN` ones included.
+            for (j, b) in self.args().enumerate().take(i) {
+                let b = b?;
+                if names_equal(a.name, i, b.name, j) {
+                    let pos = tokens(self.args_text, self.args_pos)
+                        .nth(i)
+                        .map_or(self.args_pos, |(p, _)| p);
+                    return err(ErrKind::UsedArgName, pos);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the kernel's generated event name (`p_<sym>_<offs>`,
+    /// `r_<mod>_<sym>_0`, `p_0x<addr>`, non-identifier characters replaced by
+    /// `_`) into `buf`, returning it.
+    pub fn write_default_name<'b>(&self, buf: &'b mut [u8; MAX_EVENT_NAME_LEN + 1]) -> &'b str {
+        let mut w = BufWriter { buf, len: 0 };
+        let c = if self.is_return { 'r' } else { 'p' };
+        let _ = match self.location {
+            Location::Symbol {
+                module: Some(m),
+                name,
+                offset,
+            } => fmt::write(&mut w, format_args!("{}_{}:{}_{}", c, m, name, offset)),
+            Location::Symbol {
+                module: None,
+                name,
+                offset,
+            } => fmt::write(&mut w, format_args!("{}_{}_{}", c, name, offset)),
+            Location::Address(a) => fmt::write(&mut w, format_args!("{}_0x{:x}", c, a)),
+        };
+        let len = w.len;
+        let buf = w.buf;
+        for b in buf[..len].iter_mut() {
+            if !(b.is_ascii_alphanumeric() || *b == b'_') {
+                *b = b'_';
+            }
+        }
+        if buf[0].is_ascii_digit() {
+            buf[0] = b'_';
+        }
+        core::str::from_utf8(&buf[..len]).unwrap_or("")
+    }
+}
+
+/// Whether argument `i` named `a` and argument `j` named `b` clash (a
+/// missing name is `arg<position + 1>`).
+fn names_equal(a: Option<&str>, i: usize, b: Option<&str>, j: usize) -> bool {
+    let generated = |n: &str, k: usize| {
+        n.strip_prefix("arg")
+            .and_then(|d| d.parse::<usize>().ok())
+            .is_some_and(|d| d == k + 1 && !from(n, 3).starts_with('0'))
+    };
+    match (a, b) {
+        (Some(x), Some(y)) => x == y,
+        (Some(x), None) => generated(x, j),
+        (None, Some(y)) => generated(y, i),
+        (None, None) => false,
+    }
+}
+
+/// A fixed buffer implementing `fmt::Write`; output past its end is cut.
+struct BufWriter<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl fmt::Write for BufWriter<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // One byte stays free (a NUL for C callers).
+        let room = self.buf.len().saturating_sub(self.len + 1);
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+struct ArgCtx {
+    is_return: bool,
+    at_entry: bool,
+    regs: &'static RegTable,
+}
+
+fn parse_type(s: &str, pos: usize) -> Res<Type> {
+    if s.contains('[') {
+        return err(ErrKind::ArrayUnsupported, pos);
+    }
+    let size = |bits: &str| match bits {
+        "8" => Some(1),
+        "16" => Some(2),
+        "32" => Some(4),
+        "64" => Some(8),
+        _ => None,
+    };
+    let t = match s {
+        "char" => Type::Char,
+        "string" => Type::String,
+        "ustring" => Type::UString,
+        "symbol" => Type::Symbol,
+        "symstr" => Type::SymStr,
+        _ => {
+            let k = s.as_bytes().first().copied().unwrap_or(0);
+            let bits = s.get(1..).unwrap_or("");
+            match (k, size(bits)) {
+                (b'u', Some(n)) => Type::Unsigned(n),
+                (b's', Some(n)) => Type::Signed(n),
+                (b'x', Some(n)) => Type::Hex(n),
+                (b'b', _) => return parse_bitfield(bits, pos),
+                _ => return err(ErrKind::BadType, pos),
+            }
+        }
+    };
+    Ok(t)
+}
+
+/// `<width>@<offset>/<container-size>` after the `b`.
+fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
+    let bad = ParseError {
+        kind: ErrKind::BadBitfield,
+        pos,
+    };
+    let (w, rest) = s.split_once('@').ok_or(bad)?;
+    let (o, c) = rest.split_once('/').ok_or(bad)?;
+    let num = |x: &str| {
+        if x.is_empty() || !x.bytes().all(|c| c.is_ascii_digit()) {
+            None
+        } else {
+            x.parse::<u32>().ok()
+        }
+    };
+    let (w, o, c) = (num(w).ok_or(bad)?, num(o).ok_or(bad)?, num(c).ok_or(bad)?);
+    if !matches!(c, 8 | 16 | 32 | 64) || w == 0 || w + o > c {
+        return Err(bad);
+    }
+    Ok(Type::Bitfield {
+        width: w as u8,
+        offset: o as u8,
+        container: (c / 8) as u8,
+    })
+}
+
+/// Parses `[NAME=]FETCHARG[:TYPE]` at `pos`.
+fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
+    let (name, body, bpos) = match tok.find('=') {
+        Some(i) => {
+            let n = sub(tok, 0, i);
+            if n.is_empty() {
+                return err(ErrKind::NoArgName, pos);
+            }
+            if n.len() > MAX_ARG_NAME_LEN {
+                return err(ErrKind::ArgNameTooLong, pos);
+            }
+            if !is_ident(n) {
+                return err(ErrKind::BadArgName, pos);
+            }
+            (Some(n), from(tok, i + 1), pos + i + 1)
+        }
+        None => (None, tok, pos),
+    };
+    if body.is_empty() {
+        return err(ErrKind::NoArgBody, bpos);
+    }
+    if body.len() > MAX_ARG_LEN {
+        return err(ErrKind::ArgTooLong, bpos);
+    }
+    // The type suffix: the last ':' outside parentheses.
+    let (expr, ty) = match body.rfind(':') {
+        Some(i) if !from(body, i).contains(')') => {
+            (sub(body, 0, i), Some((from(body, i + 1), bpos + i + 1)))
+        }
+        _ => (body, None),
+    };
+    let mut ops = [Op::Imm(0); MAX_OPS];
+    let mut nops = 0u8;
+    parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
+    let base = ops[0];
+    let ty = match ty {
+        Some((t, tpos)) => {
+            let t = parse_type(t, tpos)?;
+            if base == Op::Comm && t != Type::String {
+                return err(ErrKind::NeedStringType, tpos);
+            }
+            if matches!(t, Type::String | Type::UString)
+                && base != Op::Comm
+                && !matches!(ops[usize::from(nops) - 1], Op::Deref { .. })
+            {
+                return err(ErrKind::BadString, tpos);
+            }
+            t
+        }
+        None if base == Op::Comm => Type::String,
+        None => Type::Hex(8),
+    };
+    Ok(FetchArg {
+        name,
+        body,
+        ops,
+        nops,
+        ty,
+    })
+}
+
+fn push<'a>(ops: &mut [Op<'a>; MAX_OPS], nops: &mut u8, op: Op<'a>, pos: usize) -> Res<()> {
+    let n = usize::from(*nops);
+    if n >= MAX_OPS {
+        return err(ErrKind::TooManyOps, pos);
+    }
+    ops[n] = op;
+    *nops += 1;
+    Ok(())
+}
+
+/// Parses a fetch expression (no name, no type) into `ops`.
+fn parse_expr<'a>(
+    e: &'a str,
+    pos: usize,
+    ctx: &ArgCtx,
+    ops: &mut [Op<'a>; MAX_OPS],
+    nops: &mut u8,
+) -> Res<()> {
+    let first = e.as_bytes().first().copied().unwrap_or(0);
+    match first {
+        b'%' => {
+            let r = from(e, 1);
+            match ctx.regs.iter().find(|(n, _)| *n == r) {
+                Some(&(_, i)) => push(ops, nops, Op::Reg(i), pos),
+                None => err(ErrKind::BadRegName, pos),
+            }
+        }
+        b'$' => {
+            let v = from(e, 1);
+            let op = if v == "retval" {
+                if !ctx.is_return {
+                    return err(ErrKind::RetvalOnProbe, pos);
+                }
+                Op::Retval
+            } else if v == "comm" || v == "COMM" {
+                Op::Comm
+            } else if v == "stack" {
+                Op::StackAddr
+            } else if let Some(n) = v.strip_prefix("stack") {
+                match dec_u32(n) {
+                    Some(n) => Op::Stack(n),
+                    None => return err(ErrKind::BadStackNum, pos),
+                }
+            } else if let Some(n) = v.strip_prefix("arg") {
+                match dec_u32(n) {
+                    Some(n) if n >= 1 => {
+                        if !ctx.at_entry || ctx.is_return {
+                            return err(ErrKind::NoFentryArgs, pos);
+                        }
+                        Op::Arg(n - 1)
+                    }
+                    _ => return err(ErrKind::BadArgNum, pos),
+                }
+            } else {
+                return err(ErrKind::BadVar, pos);
+            };
+            push(ops, nops, op, pos)
+        }
+        b'@' => {
+            let a = from(e, 1);
+            if a.as_bytes().first().is_some_and(|c| c.is_ascii_digit()) {
+                match parse_u64(a) {
+                    Some(v) => {
+                        push(ops, nops, Op::Addr(v), pos)?;
+                        push(
+                            ops,
+                            nops,
+                            Op::Deref {
+                                offset: 0,
+                                user: false,
+                            },
+                            pos,
+                        )
+                    }
+                    None => err(ErrKind::BadMemAddr, pos),
+                }
+            } else {
+                let split = a.find(['+', '-']).unwrap_or(a.len());
+                let (name, off) = (sub(a, 0, split), from(a, split));
+                let offset = if off.is_empty() {
+                    0
+                } else {
+                    parse_i64(off).ok_or(ParseError {
+                        kind: ErrKind::BadMemAddr,
+                        pos,
+                    })?
+                };
+                if !is_symbol(name) {
+                    return err(ErrKind::BadMemAddr, pos);
+                }
+                push(ops, nops, Op::Symbol { name, offset }, pos)?;
+                push(
+                    ops,
+                    nops,
+                    Op::Deref {
+                        offset: 0,
+                        user: false,
+                    },
+                    pos,
+                )
+            }
+        }
+        b'\\' => match parse_i64(from(e, 1))
+            .map(|v| v as u64)
+            .or_else(|| parse_u64(from(e, 1)))
+        {
+            Some(v) => push(ops, nops, Op::Imm(v), pos),
+            None => err(ErrKind::BadImm, pos),
+        },
+        b'+' | b'-' => {
+            let Some(open) = e.find('(') else {
+                return err(ErrKind::DerefNeedBrace, pos);
+            };
+            if !e.ends_with(')') {
+                return err(ErrKind::DerefOpenBrace, pos + open);
+            }
+            let (sign, mut off) = (sub(e, 0, 1), sub(e, 1, open));
+            let user = off.starts_with('u');
+            if user {
+                off = from(off, 1);
+            }
+            let Some(v) = parse_u64(off).and_then(|v| i64::try_from(v).ok()) else {
+                return err(ErrKind::BadDerefOffs, pos);
+            };
+            let offset = if sign == "-" { -v } else { v };
+            let inner = sub(e, open + 1, e.len() - 1);
+            parse_expr(inner, pos + open + 1, ctx, ops, nops)?;
+            if ops[0] == Op::Comm {
+                return err(ErrKind::CommCantDeref, pos);
+            }
+            push(ops, nops, Op::Deref { offset, user }, pos)
+        }
+        _ => err(ErrKind::BadFetchArg, pos),
+    }
+}
+
+impl fmt::Display for ProbeDef<'_> {
+    /// The canonical line (what `kprobe_events` shows back):
+    /// `p:GRP/EVENT LOCATION ARGS` with the event name given or generated.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0u8; MAX_EVENT_NAME_LEN + 1];
+        let event = match self.event {
+            Some(e) => e,
+            None => self.write_default_name(&mut buf),
+        };
+        let c = if self.is_return { 'r' } else { 'p' };
+        write!(f, "{}", c)?;
+        if let Some(m) = self.maxactive {
+            write!(f, "{}", m)?;
+        }
+        write!(f, ":{}/{} ", self.group_or_default(), event)?;
+        match self.location {
+            Location::Symbol {
+                module,
+                name,
+                offset,
+            } => {
+                if let Some(m) = module {
+                    write!(f, "{}:", m)?;
+                }
+                write!(f, "{}+{}", name, offset)?;
+            }
+            Location::Address(a) => write!(f, "0x{:x}", a)?,
+        }
+        for (i, a) in tokens(self.args_text, 0).enumerate() {
+            let (_, t) = a;
+            match t.find('=') {
+                Some(_) => write!(f, " {}", t)?,
+                None => write!(f, " arg{}={}", i + 1, t)?,
+            }
+        }
+        Ok(())
+    }
+}
