@@ -22,7 +22,7 @@ module! {
     license: "GPL",
 }
 
-kp::string_param!(fn testfile = kp_param_testfile[256]);
+kp::string_param!(unsafe fn testfile = kp_param_testfile[256]);
 
 /// Calls reported when no `testfile` is given.
 const VERBOSE: usize = 8;
@@ -37,7 +37,7 @@ impl kp::EntryHandler for FilpOpen {
     /// const struct open_flags *op)`.
     type Args = (i32, *const c_void, *const c_void);
 
-    fn entry(&self, (dfd, pathname, _op): Self::Args, _regs: &mut Regs) {
+    fn entry(&self, (dfd, pathname, _op): Self::Args, _regs: &Regs) {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         // `struct filename` starts with `const char *name`.
         let mut buf = [0u8; 256];

@@ -24,8 +24,8 @@ module! {
     license: "GPL",
 }
 
-kp::string_param!(fn symbol = kp_param_symbol[512]);
-kp::string_param!(fn testfile = kp_param_testfile[256]);
+kp::string_param!(unsafe fn symbol = kp_param_symbol[512]);
+kp::string_param!(unsafe fn testfile = kp_param_testfile[256]);
 
 /// Hits reported in full when no `testfile` is given.
 const VERBOSE_HITS: usize = 8;

@@ -21,7 +21,7 @@ module! {
     license: "GPL",
 }
 
-kp::string_param!(fn func = kp_param_func[512]);
+kp::string_param!(unsafe fn func = kp_param_func[512]);
 
 struct Timing {
     name: &'static str,
@@ -31,7 +31,7 @@ impl kp::KretprobeHandler for Timing {
     /// The entry time (`ktime_get()`, ns).
     type Data = i64;
 
-    fn entry(&self, _regs: &mut Regs) -> Option<i64> {
+    fn entry(&self, _regs: &Regs) -> Option<i64> {
         // Skip kernel threads, as the classic example does.
         if kp::current_pid().1 {
             return None;

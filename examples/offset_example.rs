@@ -23,7 +23,7 @@ module! {
     license: "GPL",
 }
 
-kp::string_param!(fn offset_param = kp_param_offset[32]);
+kp::string_param!(unsafe fn offset_param = kp_param_offset[32]);
 
 struct ChildPid {
     hits: AtomicUsize,

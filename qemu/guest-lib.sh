@@ -105,3 +105,72 @@ run_examples() {
 	check example-c-post has 'handler_post: <kernel_clone> p->addr = 0x[0-9a-f]+, (flags|pstate) = 0x'
 	check example-c-unregistered has 'kprobe_exit: kprobe at [0-9a-f]+ unregistered, [0-9]+ missed'
 }
+
+# --- kprobe_events: the tutorial sequence on the real trace buffer ------------
+E=$KP/kprobe_events
+T=/sys/kernel/tracing
+EV=$T/events/kprobes_rs
+case $ARCH in
+x86_64) ARGS='dfd=%di filename=+0(%si):string flags=%dx mode=%cx' ;;
+*) ARGS='dfd=%x0 filename=+0(%x1):string flags=%x2 mode=%x3' ;;
+esac
+# bad LINE: writing LINE fails, and error_log's last entry names MSG.
+bad() {
+	! echo "$1" >>$E 2>/dev/null && tail -n 3 $KP/error_log | grep -qF "$2"
+}
+# trace_has REGEX: the trace buffer holds a matching line.
+trace_has() {
+	grep -qE "$1" $T/trace
+}
+run_events() {
+	echo >$T/trace
+	check events-define sh -c "echo 'p:myprobe do_sys_open $ARGS' >$E"
+	# $retval as s64 so that the filter "ret < 0" can match (the default
+	# type, x64, is unsigned, as in the kernel).
+	check events-define-ret sh -c "echo 'r:myretprobe do_sys_open ret=\$retval:s64' >>$E"
+	echo "--- kprobe_events:"
+	cat $E
+	check events-listed grep -q "^p:kprobes_rs/myprobe do_sys_open+0 $ARGS\$" $E
+	check events-tracefs-files sh -c "[ -f $EV/myprobe/enable ] && [ -f $EV/myprobe/filter ] && [ -f $EV/myprobe/id ] && grep -q 'field:__data_loc char\[\] filename' $EV/myprobe/format"
+	echo 1 >$EV/myprobe/enable
+	echo 1 >$EV/myretprobe/enable
+	cat $TESTFILE >/dev/null
+	cat /nonexistent-kp 2>/dev/null
+	echo 0 >$EV/myprobe/enable
+	echo 0 >$EV/myretprobe/enable
+	echo "--- trace:"
+	grep -E 'myprobe|myretprobe' $T/trace | grep -E 'cat-' | head -n 8
+	check events-trace-probe trace_has "cat-[0-9]+ +\[[0-9]+\] .* myprobe: \(do_sys_open\+0x[0-9a-f]+/0x[0-9a-f]+\) dfd=0x(ffffffff)?ffffff9c filename=\"$TESTFILE\" flags=0x[0-9a-f]*[048c]0000? mode=0x"
+	check events-trace-probe-enoent trace_has "myprobe: \(do_sys_open\+0x[0-9a-f]+/0x[0-9a-f]+\) dfd=0x(ffffffff)?ffffff9c filename=\"/nonexistent-kp\""
+	check events-trace-ret trace_has "cat-[0-9]+ .* myretprobe: \([a-z_0-9.]+\+0x[0-9a-f]+/0x[0-9a-f]+ <- do_sys_open\) ret=3\$"
+	check events-trace-ret-enoent trace_has "myretprobe: .* ret=-2\$"
+	check events-profile sh -c "grep -E '^ +myprobe +[1-9][0-9]* +0\$' $KP/kprobe_profile"
+	# A filter on our field: only failed opens.
+	echo 'ret < 0' >$EV/myretprobe/filter
+	echo >$T/trace
+	echo 1 >$EV/myretprobe/enable
+	cat $TESTFILE >/dev/null
+	cat /nonexistent-kp 2>/dev/null
+	echo 0 >$EV/myretprobe/enable
+	check events-filter-keeps trace_has "myretprobe: .* ret=-2\$"
+	check events-filter-drops sh -c "! grep -qE 'myretprobe: .* ret=[0-9]+\$' $T/trace"
+	# Removing an enabled event is refused; disabled, it goes.
+	echo 1 >$EV/myprobe/enable
+	check events-remove-enabled-ebusy sh -c "! echo '-:myprobe' >>$E 2>/dev/null"
+	check events-still-listed grep -q myprobe $E
+	check events-truncate-enabled-ebusy sh -c "! echo >$E 2>/dev/null"
+	echo 0 >$EV/myprobe/enable
+	check events-remove sh -c "echo '-:myprobe' >>$E"
+	check events-removed sh -c "! grep -q myprobe $E && [ ! -d $EV/myprobe ]"
+	# Errors: the write fails, error_log explains, earlier events stay.
+	check events-err-syntax bad 'p:bad do_sys_open dfd=%nosuchreg' 'Invalid register name'
+	check events-err-symbol bad 'p:bad no_such_function_kp' 'Invalid probed address or symbol'
+	check events-err-type bad 'p:bad do_sys_open a=%sp:u7' 'Unknown type is specified'
+	check events-err-retval bad 'p:bad do_sys_open a=$retval' '$retval is not available on probe'
+	check events-err-dup bad 'r:myretprobe do_sys_open' 'already used by another event'
+	check events-err-caret sh -c "tail -n 1 $KP/error_log | grep -qE '^ {11}\^$' || tail -n 1 $KP/error_log | grep -q '\^'"
+	check events-err-nothing-lost grep -q myretprobe $E
+	echo "--- error_log (last):"
+	tail -n 3 $KP/error_log
+	check events-clear sh -c "echo >$E && [ ! -s $E ] && [ ! -d $EV/myretprobe ]"
+}

@@ -119,7 +119,10 @@ pub enum Next {
     Continue,
     /// The handler changed the instruction pointer ([`Regs::set_ip`],
     /// [`Regs::return_now`]): skip the probed instruction and the
-    /// post-handler, resume where the registers say.
+    /// post-handler, resume where the registers say. Returning this without
+    /// having set a new instruction pointer resumes in the middle of the
+    /// probed instruction (x86_64, where the pre-handler sees ip = address
+    /// + 1) or hits the probe again (arm64).
     Redirected,
 }
 
@@ -174,7 +177,7 @@ impl Probe {
 /// Handlers run in the probed context with interrupts off and preemption
 /// disabled: they must not sleep. A probe hit inside a handler does not run
 /// handlers again (it counts in that probe's [`Probe::nmissed`]).
-pub trait KprobeHandler: Send + Sync + Sized {
+pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// Whether [`Self::post`] is wanted. A probe without a post-handler can
     /// resume without a second trap (boosting), so leave it `false` unless
     /// needed.
@@ -287,14 +290,19 @@ impl<H: KprobeHandler> Kprobe<H> {
         if H::FAULT_HANDLER {
             raw.fault_handler = Some(kprobe_fault::<H>);
         }
-        let raw = this.probe.raw();
+        // The engine's pointer covers the whole object (the trampolines
+        // reach `handler` through it): `probe` is its first field.
+        let this: *mut Self = this;
+        let raw = this.cast::<KpKprobe>();
         // SAFETY: the probe stays at this address until `drop` unregisters it.
         let r = unsafe { kp_register_kprobe(raw) };
         // The name was only needed to resolve it and is only borrowed.
         // SAFETY: the engine never reads `symbol_name` after registration.
         unsafe { core::ptr::addr_of_mut!((*raw).symbol_name).write(core::ptr::null()) };
         to_result(r)?;
-        this.registered = true;
+        // SAFETY: `this` is the live, pinned object; handlers never read
+        // `registered`.
+        unsafe { (*this).registered = true };
         Ok(b)
     }
 
@@ -409,14 +417,14 @@ args_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
 
 /// The handler of an [`EntryProbe`]: receives the probed function's
 /// arguments typed (what jprobes gave, without mirroring the stack).
-pub trait EntryHandler: Send + Sync + Sized {
+pub trait EntryHandler: Send + Sync + Sized + 'static {
     /// The function's parameter types, as a tuple: for
     /// `int do_filp_open(int dfd, struct filename *name, const struct
     /// open_flags *op)` that is `(i32, *const filename, *const open_flags)`.
     type Args: Args;
 
     /// Runs at each call, before the function's first instruction.
-    fn entry(&self, args: Self::Args, regs: &mut Regs);
+    fn entry(&self, args: Self::Args, regs: &Regs);
 }
 
 /// The [`KprobeHandler`] behind an [`EntryProbe`].
@@ -428,7 +436,7 @@ pub struct Entry<H> {
 impl<H: EntryHandler> KprobeHandler for Entry<H> {
     fn pre(&self, _probe: &Probe, regs: &mut Regs) -> Next {
         match H::Args::fetch(regs) {
-            Some(args) => self.handler.entry(args, regs),
+            Some(args) => self.handler.entry(args, &*regs),
             None => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
             }
@@ -483,16 +491,16 @@ impl ReturnInfo {
 }
 
 /// The handlers of a [`Kretprobe`].
-pub trait KretprobeHandler: Send + Sync + Sized {
+pub trait KretprobeHandler: Send + Sync + Sized + 'static {
     /// Data kept per tracked call, from [`Self::entry`] to [`Self::ret`]
     /// (`()` for none). `Copy`: a call still in flight when the probe is
     /// unregistered returns without running [`Self::ret`], and its data is
     /// simply forgotten. At most 8-byte alignment.
-    type Data: Copy + Send;
+    type Data: Copy + Send + 'static;
 
     /// Runs at the function's entry; `None` means "do not track this call"
     /// (then [`Self::ret`] does not run for it).
-    fn entry(&self, regs: &mut Regs) -> Option<Self::Data>;
+    fn entry(&self, regs: &Regs) -> Option<Self::Data>;
 
     /// Runs when a tracked call returns, with what [`Self::entry`] stored;
     /// [`Regs::return_value`] is the return value (and can be changed).
@@ -530,7 +538,7 @@ unsafe extern "C" fn kret_entry<H: KretprobeHandler>(
     // SAFETY: `raw` is the first field of the `#[repr(C)]` `Kretprobe<H>`,
     // alive while registered; `regs` is exclusively ours.
     let (rp, regs) = unsafe { (&*(*ri).rp.cast::<Kretprobe<H>>(), Regs::from_raw(regs)) };
-    match rp.handler.entry(regs) {
+    match rp.handler.entry(&*regs) {
         Some(d) => {
             // SAFETY: the instance has room for `H::Data`, 8-byte aligned
             // (checked at registration).
@@ -597,13 +605,16 @@ impl<H: KretprobeHandler> Kretprobe<H> {
         raw.handler = Some(kret_ret::<H>);
         raw.data_size = core::mem::size_of::<H::Data>();
         raw.maxactive = maxactive.min(c_int::MAX as u32) as c_int;
-        let raw = this.raw.get();
+        // Whole-object pointer, as in `Kprobe::register`.
+        let this: *mut Self = this;
+        let raw = this.cast::<KpKretprobe>();
         // SAFETY: the kretprobe stays here until `drop` unregisters it.
         let r = unsafe { kp_register_kretprobe(raw) };
         // SAFETY: the engine never reads `symbol_name` after registration.
         unsafe { core::ptr::addr_of_mut!((*raw).kp.symbol_name).write(core::ptr::null()) };
         to_result(r)?;
-        this.registered = true;
+        // SAFETY: as in `Kprobe::register`.
+        unsafe { (*this).registered = true };
         Ok(b)
     }
 
@@ -655,12 +666,21 @@ impl Regs {
     }
 
     /// At a function's entry: makes the function return `value` at once
-    /// without running it. The pre-handler must then return
-    /// [`Next::Redirected`]. False if the return address was unreadable.
-    pub fn return_now(&mut self, value: usize) -> bool {
+    /// without running it. False if the return address was unreadable
+    /// (nothing changed).
+    ///
+    /// # Safety
+    ///
+    /// The registers are stopped at the entry of a function that may be
+    /// skipped (its callers need no side effect of it), `value` is what its
+    /// callers may receive, and the pre-handler then returns
+    /// [`Next::Redirected`] (with [`Next::Continue`] the function would run
+    /// with a stack pointer already moved past its return address).
+    pub unsafe fn return_now(&mut self, value: usize) -> bool {
         match self.entry_return_address() {
             Some(ret) => {
-                self.return_to(ret, value);
+                // SAFETY: the caller's contract.
+                unsafe { self.return_to(ret, value) };
                 true
             }
             None => false,
@@ -767,9 +787,16 @@ impl Comm {
 
 /// The current task's pid (thread id) and whether it is a kernel thread.
 pub fn current_pid() -> (i32, bool) {
-    // SAFETY: `current` is always valid.
-    let t = unsafe { &*bindings::get_current() };
-    (t.pid, t.flags & bindings::PF_KTHREAD != 0)
+    let t = bindings::get_current;
+    // SAFETY: `current` is always valid; `pid` is fixed for a task's life and
+    // `flags` is a word read without forming a reference.
+    unsafe {
+        let t = t();
+        (
+            core::ptr::addr_of!((*t).pid).read(),
+            core::ptr::addr_of!((*t).flags).read_volatile() & bindings::PF_KTHREAD != 0,
+        )
+    }
 }
 
 /// A function (or other symbol) found by name.
@@ -849,11 +876,13 @@ pub fn instructions(f: Symbol) -> impl Iterator<Item = Insn> {
 /// the `module!` macro of this kernel's Rust cannot declare parameters):
 ///
 /// ```ignore
-/// kp::string_param!(fn symbol = kp_param_symbol[512]);
+/// kp::string_param!(unsafe fn symbol = kp_param_symbol[512]);
 /// ```
+///
+/// `unsafe` acknowledges the contract: the C buffer is at least that size.
 #[allow(unused_macros)]
 macro_rules! string_param {
-    ($vis:vis fn $fn:ident = $sym:ident[$n:literal]) => {
+    (unsafe $vis:vis fn $fn:ident = $sym:ident[$n:literal]) => {
         $vis fn $fn() -> &'static core::ffi::CStr {
             extern "C" {
                 static $sym: [u8; $n];

@@ -6,7 +6,9 @@
 //! - `list`: one line per probe, like the kernel's `kprobes/list`, plus hit
 //!   and miss counters: `address  k  symbol+offset [module]  [FLAGS]  hits=N missed=M`;
 //! - `enabled`: reads 0/1; write 0 to disarm every probe, 1 to re-arm;
-//! - `blacklist`: the refused ranges with the reason.
+//! - `blacklist`: the refused ranges with the reason;
+//! - `kprobe_events`, `kprobe_profile`, `error_log`: probe events defined by
+//!   text (see `events.rs`).
 //!
 //! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
 //! is produced here.
@@ -18,11 +20,15 @@ use kernel::{c_str, str::CStr};
 const LIST: c_ulong = 1;
 const ENABLED: c_ulong = 2;
 const BLACKLIST: c_ulong = 3;
+const EVENTS: c_ulong = 4;
+const PROFILE: c_ulong = 5;
+const ERROR_LOG: c_ulong = 6;
 
 extern "C" {
     fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
     fn kp_helper_debugfs_file(name: *const c_char, mode: u16, which: c_ulong);
     fn kp_helper_debugfs_exit();
+    fn kp_helper_debugfs_events_file(name: *const c_char, which: c_ulong);
     fn kp_helper_seq_write(m: *mut c_void, data: *const c_char, len: usize);
 }
 
@@ -46,15 +52,19 @@ pub(crate) fn init() -> Result {
         pr_warn!("debugfs unavailable ({}); no introspection files\n", r);
         return Ok(());
     }
-    let files: [(&CStr, u16, c_ulong); 3] = [
+    let files: [(&CStr, u16, c_ulong); 5] = [
         (c_str!("list"), 0o444, LIST),
         (c_str!("enabled"), 0o644, ENABLED),
         (c_str!("blacklist"), 0o444, BLACKLIST),
+        (c_str!("kprobe_profile"), 0o444, PROFILE),
+        (c_str!("error_log"), 0o644, ERROR_LOG),
     ];
     for (name, mode, which) in files {
         // SAFETY: NUL-terminated static names.
         unsafe { kp_helper_debugfs_file(name.as_char_ptr(), mode, which) };
     }
+    // SAFETY: a NUL-terminated static name.
+    unsafe { kp_helper_debugfs_events_file(c_str!("kprobe_events").as_char_ptr(), EVENTS) };
     Ok(())
 }
 
@@ -81,6 +91,9 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
         LIST => crate::registry::write_list(&mut w),
         ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
         BLACKLIST => crate::blacklist::write(&mut w),
+        EVENTS => crate::events::write_events(&mut w),
+        PROFILE => crate::events::write_profile(&mut w),
+        ERROR_LOG => crate::events::write_error_log(&mut w),
         _ => Ok(()),
     };
     0
@@ -112,6 +125,10 @@ pub(crate) unsafe extern "C" fn kp_debugfs_write(
     let r = match (which, word) {
         (ENABLED, b"0") => crate::registry::set_global_enabled(false),
         (ENABLED, b"1") => crate::registry::set_global_enabled(true),
+        (ERROR_LOG, _) => {
+            crate::events::clear_error_log();
+            Ok(())
+        }
         (ENABLED, _) => {
             pr_err!("debugfs enabled: write 0 or 1\n");
             Err(EINVAL)

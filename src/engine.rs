@@ -14,10 +14,10 @@ pub mod abi;
 mod blacklist;
 mod debugfs;
 mod errno;
-// The kprobe_events grammar, pure and host-tested; the control file that uses
-// it is the events issue's next step.
+// The kprobe_events grammar, pure and host-tested.
 #[allow(dead_code, unreachable_pub)]
 mod event_parse;
+mod events;
 mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 mod kretprobe;
@@ -124,6 +124,8 @@ impl kernel::Module for KprobesEngine {
 impl Drop for KprobesEngine {
     fn drop(&mut self) {
         debugfs::exit();
+        // Trace events first (none is enabled: an enabled one pins us).
+        events::exit();
         registry::remove_all();
         if kretprobe::reap_all() {
             // Cannot happen: every outstanding return holds a module reference.

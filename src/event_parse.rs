@@ -118,6 +118,14 @@ pub enum ErrKind {
     BadRemove,
     /// `[N]` array types.
     ArrayUnsupported,
+    /// The group/event name is taken.
+    EventExist,
+    /// The engine refused the probe.
+    FailRegProbe,
+    /// The address is not on an instruction boundary.
+    BadInsnBndry,
+    /// `-:` of an event that does not exist.
+    NoSuchEvent,
 }
 
 impl ErrKind {
@@ -165,6 +173,10 @@ impl ErrKind {
             NoFentryArgs => "$arg* can be used only on function entry or exit",
             BadRemove => "Unexpected argument after the event name",
             ArrayUnsupported => "Array types are not supported (yet)",
+            EventExist => "Given group/event name is already used by another event",
+            FailRegProbe => "Failed to register probe event",
+            BadInsnBndry => "Probe point is not an instruction boundary",
+            NoSuchEvent => "No such event",
         }
     }
 
@@ -289,6 +301,8 @@ pub struct ProbeDef<'a> {
     pub event: Option<&'a str>,
     /// What to probe.
     pub location: Location<'a>,
+    /// Offset of the location token in the line (for error positions).
+    pub location_pos: usize,
     /// The fetch arguments' text (validated).
     args_text: &'a str,
     /// Offset of `args_text` in the line.
@@ -621,6 +635,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 group,
                 event,
                 location,
+                location_pos: lpos,
                 args_text: from(line, args_start),
                 args_pos: args_start,
                 regs,

@@ -176,6 +176,65 @@ static const struct file_operations kp_seq_fops = {
 	.release = single_release,
 };
 
+/* kprobe_events: open with O_TRUNC clears (kernel semantics of `>`),
+ * writes run line by line in chunks of up to 4 KiB. */
+int kp_events_clear(void);
+long kp_events_write(const char *buf, size_t len);
+
+static int kp_events_open(struct inode *inode, struct file *file)
+{
+	if ((file->f_mode & FMODE_WRITE) && (file->f_flags & O_TRUNC)) {
+		int ret = kp_events_clear();
+
+		if (ret)
+			return ret;
+	}
+	return single_open(file, kp_seq_show, inode->i_private);
+}
+
+#define KP_EVENTS_CHUNK 4096
+
+static ssize_t kp_events_write_fop(struct file *file, const char __user *ubuf,
+				   size_t count, loff_t *ppos)
+{
+	size_t n = min_t(size_t, count, KP_EVENTS_CHUNK - 1);
+	char *buf;
+	long ret;
+
+	buf = kmalloc(KP_EVENTS_CHUNK, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	if (copy_from_user(buf, ubuf, n)) {
+		kfree(buf);
+		return -EFAULT;
+	}
+	buf[n] = '\0';
+	/* More than one chunk: up to the last complete line; the writer
+	 * comes back with the rest. */
+	if (n < count) {
+		char *nl = strrchr(buf, '\n');
+
+		if (!nl) {
+			kfree(buf);
+			return -E2BIG;
+		}
+		n = nl - buf + 1;
+		buf[n] = '\0';
+	}
+	ret = kp_events_write(buf, n);
+	kfree(buf);
+	return ret < 0 ? ret : n;
+}
+
+static const struct file_operations kp_events_fops = {
+	.owner = THIS_MODULE,
+	.open = kp_events_open,
+	.read = seq_read,
+	.write = kp_events_write_fop,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
 static struct dentry *kp_debugfs_dir;
 
 /* Creates /sys/kernel/debug/<dir>/ (not "kprobes": the kernel's own). */
@@ -189,6 +248,12 @@ void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which)
 {
 	debugfs_create_file(name, mode, kp_debugfs_dir, (void *)which,
 			    &kp_seq_fops);
+}
+
+void kp_helper_debugfs_events_file(const char *name, unsigned long which)
+{
+	debugfs_create_file(name, 0644, kp_debugfs_dir, (void *)which,
+			    &kp_events_fops);
 }
 
 void kp_helper_debugfs_exit(void)

@@ -32,6 +32,7 @@ struct seq_file;
 int kp_helper_debugfs_init(const char *dir);
 void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which);
 void kp_helper_debugfs_exit(void);
+void kp_helper_debugfs_events_file(const char *name, unsigned long which);
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 
 /* arch/x86_64/helpers.c */

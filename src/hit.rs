@@ -118,7 +118,10 @@ fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
 /// (for a hit whose handlers ran); one that returns non-zero has fixed the
 /// registers and the trap is handled (true). Otherwise the step is abandoned
 /// with the instruction pointer back at the probed instruction, so that the
-/// kernel reports (or fixes up) the fault where it really is (false).
+/// kernel reports the fault where it really is (false; instructions with an
+/// exception-table fixup are never probed). Handlers see the instruction
+/// pointer at the probed instruction. A fault inside a handler itself is
+/// not caught: the kernel oopses, and this CPU's hit state stays busy.
 // arm64 has no trap hook that reaches a module before die() (see
 // `arch/arm64/mod.rs` `in_copy`).
 #[cfg_attr(CONFIG_ARM64, allow(dead_code))]
@@ -139,6 +142,8 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
         return false;
     }
     arch::abort_step(&point.insn, regs, f.saved);
+    // Handlers see the fault at the probed instruction, not in the slot.
+    arch::regs::set_ip(regs, point.addr);
     let mut handled = false;
     if f.stage == stage::STEPPING {
         cpu.set_frame(
@@ -158,9 +163,6 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
                 }
             }
         }
-    }
-    if !handled {
-        arch::regs::set_ip(regs, point.addr);
     }
     cpu.pop();
     handled

@@ -279,14 +279,19 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
     reap(&g);
 }
 
+/// Whether `kp` is the entry probe of a kretprobe (its pre handler is the
+/// engine's).
+pub(crate) fn is_entry_probe(kp: &KpKprobe) -> bool {
+    kp.pre_handler.map_or(0, |f| f as usize) == kret_entry as *const () as usize
+}
+
 /// When `kp` is the entry probe of a kretprobe, detaches the kretprobe's
 /// pool: returns still in flight run no handler any more (the module that
 /// holds the handler is going away) and the pool waits for them as a
 /// zombie. The caller then unregisters `kp`, which waits a grace period.
 pub(crate) fn forget_if_kretprobe(_g: &RegGuard, kp: *mut KpKprobe) {
     // SAFETY: the caller passes a registered probe's valid struct.
-    let pre = unsafe { (*kp).pre_handler }.map_or(0, |f| f as usize);
-    if pre != kret_entry as *const () as usize {
+    if !is_entry_probe(unsafe { &*kp }) {
         return;
     }
     let rp = kp.cast::<KpKretprobe>();

@@ -42,7 +42,29 @@ pub(crate) struct Probe {
     next_all: *mut Probe,
     /// Where the client's struct and handlers were at registration: if a
     /// module holding any of them unloads, the probe goes with it.
-    owner_addrs: [usize; 3],
+    owner_addrs: [usize; 6],
+}
+
+/// The client struct and handler addresses of `p` (and, for a kretprobe's
+/// entry probe, of the kretprobe's handlers): if a module holding any of
+/// them unloads, the probe goes with it.
+fn owner_addrs(p: &KpKprobe) -> [usize; 6] {
+    let (mut h, mut eh) = (0, 0);
+    if crate::kretprobe::is_entry_probe(p) {
+        // SAFETY: a kretprobe's entry probe is the first field of its live
+        // `KpKretprobe`.
+        let rp = unsafe { &*(p as *const KpKprobe).cast::<crate::abi::KpKretprobe>() };
+        h = rp.handler.map_or(0, |f| f as usize);
+        eh = rp.entry_handler.map_or(0, |f| f as usize);
+    }
+    [
+        p as *const KpKprobe as usize,
+        p.pre_handler.map_or(0, |f| f as usize),
+        p.post_handler.map_or(0, |f| f as usize),
+        p.fault_handler.map_or(0, |f| f as usize),
+        h,
+        eh,
+    ]
 }
 
 impl Probe {
@@ -400,11 +422,7 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
             hits: AtomicU64::new(0),
             missed: AtomicU64::new(0),
             next_all: null_mut(),
-            owner_addrs: [
-                p as *const KpKprobe as usize,
-                p.pre_handler.map_or(0, |f| f as usize),
-                p.post_handler.map_or(0, |f| f as usize),
-            ],
+            owner_addrs: owner_addrs(p),
         },
         GFP_KERNEL,
     )?);
@@ -958,7 +976,13 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
         let addr = u.addr as usize;
         let sym = symbols::symbol_at(addr);
         r = (|| {
-            write!(w, "{:016x}  k  ", addr)?;
+            // `r` for a kretprobe's entry probe, as the kernel's list shows.
+            let kind = if crate::kretprobe::is_entry_probe(u) {
+                'r'
+            } else {
+                'k'
+            };
+            write!(w, "{:016x}  {}  ", addr, kind)?;
             match &sym {
                 Some(s) => s.write_short(w)?,
                 None => write!(w, "{:#x}", addr)?,

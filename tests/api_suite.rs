@@ -52,10 +52,13 @@ impl kp::KprobeHandler for Counter {
     fn pre(&self, _probe: &Probe, regs: &mut Regs) -> Next {
         self.hits.fetch_add(1, Ordering::SeqCst);
         if let Some(v) = self.set_arg0 {
-            regs.set_arg(0, v);
+            // SAFETY: the target divides its u32 argument; any value works.
+            unsafe { regs.set_arg(0, v) };
         }
         match self.return_now {
-            Some(v) if regs.return_now(v) => Next::Redirected,
+            // SAFETY: at the entry of `kp_kunit_target`, which has no side
+            // effects; `Redirected` follows.
+            Some(v) if unsafe { regs.return_now(v) } => Next::Redirected,
             _ => Next::Continue,
         }
     }
@@ -131,7 +134,7 @@ fn api_errors(t: &mut Test) {
     struct R;
     impl kp::KretprobeHandler for R {
         type Data = ();
-        fn entry(&self, _regs: &mut Regs) -> Option<()> {
+        fn entry(&self, _regs: &Regs) -> Option<()> {
             Some(())
         }
         fn ret(&self, _d: (), _i: &ReturnInfo, _regs: &mut Regs) {}
@@ -178,7 +181,7 @@ struct Call {
 impl kp::KretprobeHandler for Timer {
     type Data = Call;
 
-    fn entry(&self, regs: &mut Regs) -> Option<Call> {
+    fn entry(&self, regs: &Regs) -> Option<Call> {
         let arg = regs.arg(0)? as u32 as u64;
         (arg != 7).then(|| Call {
             arg,
@@ -197,7 +200,8 @@ impl kp::KretprobeHandler for Timer {
         SEEN[2].store(u64::from(d.marker), Ordering::SeqCst);
         SEEN[3].store((now >= d.stamp) as u64, Ordering::SeqCst);
         self.ret_addr.store(info.ret_addr(), Ordering::SeqCst);
-        regs.set_return_value(regs.return_value() + 1000);
+        // SAFETY: the caller only compares the u32 result.
+        unsafe { regs.set_return_value(regs.return_value() + 1000) };
     }
 }
 
@@ -257,7 +261,7 @@ macro_rules! arity_case {
             impl kp::EntryHandler for H {
                 type Args = ($(arity_case!(@u64 $a),)*);
                 #[allow(unused_variables)]
-                fn entry(&self, args: Self::Args, _regs: &mut Regs) {
+                fn entry(&self, args: Self::Args, _regs: &Regs) {
                     HITS.fetch_add(1, Ordering::SeqCst);
                     $(SEEN[$i].store(args.$i, Ordering::SeqCst);)*
                 }
@@ -355,7 +359,7 @@ struct MixedH;
 impl kp::EntryHandler for MixedH {
     type Args = Mixed;
 
-    fn entry(&self, a: Mixed, _regs: &mut Regs) {
+    fn entry(&self, a: Mixed, _regs: &Regs) {
         HITS.fetch_add(1, Ordering::SeqCst);
         let v = [
             a.0 as u64, a.1 as u64, a.2 as u64, a.3 as u64, a.4 as u64, a.5 as u64, a.6 as u64,
@@ -502,8 +506,13 @@ impl kp::KprobeHandler for FaultFixer {
     fn fault(&self, probe: &Probe, regs: &mut Regs, trapnr: i32) -> bool {
         self.faults.fetch_add(1, Ordering::SeqCst);
         self.trapnr.store(trapnr as usize, Ordering::SeqCst);
-        regs.set_ax(self.value);
-        regs.set_ip(probe.addr() + self.len);
+        // SAFETY: the targets' asm reads rax right after the faulting
+        // instruction, whose length is `len`: resuming there is what the
+        // instruction would have done, with the handler's value.
+        unsafe {
+            regs.set_ax(self.value);
+            regs.set_ip(probe.addr() + self.len);
+        }
         true
     }
 }

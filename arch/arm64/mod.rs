@@ -251,14 +251,8 @@ pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
     if addr % 4 != 0 {
         return Err(EINVAL);
     }
-    let mut w = 0u32;
-    // SAFETY: a nofault read of kernel text into a local.
-    let r = unsafe {
-        bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), addr as *const _, 4)
-    };
-    if r != 0 {
-        return Err(EFAULT);
-    }
+    // The original instruction, with our own BRK undone.
+    let w = read_insn(addr)?;
     let class = decode::classify(w);
     let branch = matches!(
         class,

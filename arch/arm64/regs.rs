@@ -85,7 +85,10 @@ pub enum Location {
 ///
 /// Handlers get `&mut Regs`; a setter changes what the probed code sees when
 /// it resumes (for the program counter only when the handler also says it
-/// redirected execution, see the API).
+/// redirected execution, see the API). Setters are `unsafe`: a wrong
+/// register value (the stack pointer, the program counter, a pointer the
+/// code dereferences, PSTATE) breaks the kernel's memory safety, so the
+/// caller must know what the probed code expects.
 #[repr(transparent)]
 pub struct Regs(pt_regs);
 
@@ -107,7 +110,11 @@ impl Regs {
     }
 
     /// The underlying `struct pt_regs`, writable.
-    pub fn as_raw_mut(&mut self) -> &mut pt_regs {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn as_raw_mut(&mut self) -> &mut pt_regs {
         &mut self.0
     }
 
@@ -117,7 +124,11 @@ impl Regs {
     }
 
     /// Sets `xN`, 0..=30; returns false for other numbers.
-    pub fn set_x(&mut self, n: usize, v: usize) -> bool {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_x(&mut self, n: usize, v: usize) -> bool {
         if n <= 30 {
             set_x(&mut self.0, n, v);
         }
@@ -135,7 +146,11 @@ impl Regs {
     }
 
     /// Sets the program counter.
-    pub fn set_pc(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_pc(&mut self, v: usize) {
         set_ip(&mut self.0, v)
     }
 
@@ -145,7 +160,11 @@ impl Regs {
     }
 
     /// Sets the program counter (the arch-neutral name).
-    pub fn set_ip(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_ip(&mut self, v: usize) {
         set_ip(&mut self.0, v)
     }
 
@@ -155,7 +174,11 @@ impl Regs {
     }
 
     /// Sets the stack pointer.
-    pub fn set_sp(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_sp(&mut self, v: usize) {
         user_mut(&mut self.0).sp = v as u64;
     }
 
@@ -165,7 +188,11 @@ impl Regs {
     }
 
     /// Sets PSTATE.
-    pub fn set_pstate(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_pstate(&mut self, v: usize) {
         set_flags(&mut self.0, v)
     }
 
@@ -183,8 +210,13 @@ impl Regs {
     }
 
     /// Sets register argument `n` (0..=7); returns false for stack arguments.
-    pub fn set_arg(&mut self, n: usize, v: usize) -> bool {
-        n < 8 && self.set_x(n, v)
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_arg(&mut self, n: usize, v: usize) -> bool {
+        // SAFETY: the caller's contract.
+        n < 8 && unsafe { self.set_x(n, v) }
     }
 
     /// The return value (x0), in a return handler.
@@ -193,7 +225,11 @@ impl Regs {
     }
 
     /// Sets the value the caller will see returned (x0).
-    pub fn set_return_value(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_return_value(&mut self, v: usize) {
         set_x(&mut self.0, 0, v)
     }
 
@@ -210,8 +246,15 @@ impl Regs {
     /// Makes the function whose entry these registers are stopped at return
     /// `value` to its caller at once, given its return address (see
     /// [`Self::return_address_location`]).
-    pub fn return_to(&mut self, ret_addr: usize, value: usize) {
-        self.set_ip(ret_addr);
-        self.set_return_value(value);
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn return_to(&mut self, ret_addr: usize, value: usize) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.set_ip(ret_addr);
+            self.set_return_value(value);
+        }
     }
 }

@@ -382,27 +382,13 @@ pub(crate) fn finish_step(
 
 /// Describes the instruction at `addr` (`kp_decode_insn()`).
 pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
-    let mut b = [0u8; MAX_INSN_LEN];
-    // The longest instruction may run past a mapped page: read what is there.
-    let mut n = b.len();
-    while n > 0 {
-        // SAFETY: a nofault read of kernel text into a local.
-        let r = unsafe {
-            bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), addr as *const _, n)
-        };
-        if r == 0 {
-            break;
-        }
-        n -= 1;
-    }
-    if n == 0 {
-        return Err(EFAULT);
-    }
-    let i = decode(&b[..n]).map_err(|_| crate::errno::eilseq())?;
+    // The original bytes, with our own breakpoints undone.
+    let b = read_text(addr)?;
+    let i = decode(&b).map_err(|_| crate::errno::eilseq())?;
     Ok(crate::query::InsnInfo {
         len: i.len as usize,
         call: matches!(i.class, Class::CallRel | Class::CallIndirect),
-        target: i.rel_target(addr as u64, &b[..n]).map(|t| t as usize),
+        target: i.rel_target(addr as u64, &b).map(|t| t as usize),
     })
 }
 

@@ -57,7 +57,10 @@ pub enum Location {
 ///
 /// Handlers get `&mut Regs`; a setter changes what the probed code sees when
 /// it resumes (for the instruction pointer only when the handler also says it
-/// redirected execution, see the API).
+/// redirected execution, see the API). Setters are `unsafe`: a wrong
+/// register value (a stack pointer, an instruction pointer, a pointer the
+/// code dereferences, RFLAGS.AC) breaks the kernel's memory safety, so the
+/// caller must know what the probed code expects.
 #[repr(transparent)]
 pub struct Regs(pt_regs);
 
@@ -71,7 +74,12 @@ macro_rules! named_regs {
                     self.0.$name
                 }
                 #[doc = concat!("Sets `", $doc, "`.")]
-                pub fn $set(&mut self, v: usize) {
+                ///
+                /// # Safety
+                ///
+                /// The probed code resumes with this value: the caller keeps
+                /// that code's invariants (see [`Regs`]).
+                pub unsafe fn $set(&mut self, v: usize) {
                     self.0.$name = v;
                 }
             )*
@@ -119,7 +127,11 @@ impl Regs {
     }
 
     /// The underlying `struct pt_regs`, writable.
-    pub fn as_raw_mut(&mut self) -> &mut pt_regs {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn as_raw_mut(&mut self) -> &mut pt_regs {
         &mut self.0
     }
 
@@ -132,7 +144,11 @@ impl Regs {
     }
 
     /// Sets register argument `n` (0..=5); returns false for stack arguments.
-    pub fn set_arg(&mut self, n: usize, v: usize) -> bool {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_arg(&mut self, n: usize, v: usize) -> bool {
         let r = &mut self.0;
         let slot = match n {
             0 => &mut r.di,
@@ -153,7 +169,11 @@ impl Regs {
     }
 
     /// Sets the value the caller will see returned (rax).
-    pub fn set_return_value(&mut self, v: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn set_return_value(&mut self, v: usize) {
         self.0.ax = v;
     }
 
@@ -170,7 +190,11 @@ impl Regs {
     /// Makes the function whose entry these registers are stopped at return
     /// `value` to its caller at once, given its return address (see
     /// [`Self::return_address_location`]): pops it like `ret` would.
-    pub fn return_to(&mut self, ret_addr: usize, value: usize) {
+    ///
+    /// # Safety
+    ///
+    /// As for every setter (see [`Regs`]).
+    pub unsafe fn return_to(&mut self, ret_addr: usize, value: usize) {
         self.0.ip = ret_addr;
         self.0.sp += 8;
         self.0.ax = value;

@@ -57,7 +57,15 @@ pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> boo
 pub(crate) unsafe extern "C" fn kp_x86_fault(regs: *mut bindings::pt_regs, trapnr: i32) -> bool {
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
-    !super::regs::user_mode(regs) && hit::on_fault(regs, trapnr)
+    // An out-of-line copy always runs with IF clear. With IF set the trap
+    // handler may already have enabled interrupts (cond_local_irq_enable),
+    // so this is not ours and per-CPU state must not be touched. A double
+    // fault is never recoverable.
+    const X86_TRAP_DF: i32 = 8;
+    if super::regs::user_mode(regs) || regs.flags & super::FLAGS_IF != 0 || trapnr == X86_TRAP_DF {
+        return false;
+    }
+    hit::on_fault(regs, trapnr)
 }
 
 pub(super) fn init() -> Result {

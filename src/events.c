@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C glue for kprobe_events (src/events.rs): the structs the kernel's trace
+ * event core wants (trace_event_call, trace_event_class, field and output
+ * callbacks, the list of enabled trace_event_files) and the record write,
+ * built from static inlines and macros Rust cannot reach. What an event
+ * contains, how its arguments are fetched, laid out and printed is decided
+ * in Rust; these functions only hand over.
+ */
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/rculist.h>
+#include <linux/mutex.h>
+#include <linux/trace_events.h>
+#include <linux/trace_seq.h>
+#include <linux/ptrace.h>
+
+struct kp_tev;
+
+/* Called from src/events.rs. */
+void kp_events_lock(void);
+void kp_events_unlock(void);
+struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
+			     char *print_fmt, bool is_return);
+int kp_tev_register(struct kp_tev *t);
+int kp_tev_unregister(struct kp_tev *t);
+void kp_tev_free(struct kp_tev *t);
+bool kp_tev_enabled(struct kp_tev *t);
+void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
+		   unsigned long ret_ip);
+
+/* Implemented in src/events.rs. */
+int kp_ev_define_fields(void *owner, struct trace_event_call *call);
+size_t kp_ev_args_size(void *owner, struct pt_regs *regs, unsigned long ret_ip);
+void kp_ev_store_args(void *owner, struct pt_regs *regs, unsigned long ret_ip,
+		      void *entry, size_t head, size_t size);
+void kp_ev_print_args(void *owner, struct trace_seq *s, void *entry);
+const char *kp_ev_name(void *owner);
+
+/* The record heads, as the kernel's kprobe events lay them out. */
+struct kp_entry_head {
+	struct trace_entry ent;
+	unsigned long ip;
+};
+
+struct kp_ret_entry_head {
+	struct trace_entry ent;
+	unsigned long func;
+	unsigned long ret_ip;
+};
+
+struct kp_file_link {
+	struct trace_event_file *file;
+	struct list_head list;
+};
+
+struct kp_tev {
+	struct trace_event_call call;
+	struct trace_event_class class;
+	struct list_head files;		/* kp_file_link, RCU */
+	void *owner;			/* the Rust event */
+	bool is_return;
+	bool registered;
+};
+
+static DEFINE_MUTEX(kp_events_mutex);
+
+void kp_events_lock(void)
+{
+	mutex_lock(&kp_events_mutex);
+}
+
+void kp_events_unlock(void)
+{
+	mutex_unlock(&kp_events_mutex);
+}
+
+static struct kp_tev *tev_of(struct trace_event_call *call)
+{
+	return container_of(call, struct kp_tev, call);
+}
+
+static int kp_define_fields(struct trace_event_call *call)
+{
+	struct kp_tev *t = tev_of(call);
+	int ret;
+
+	if (t->is_return) {
+		ret = trace_define_field(call, "unsigned long", "__probe_func",
+					 offsetof(struct kp_ret_entry_head, func),
+					 sizeof(unsigned long), 0, FILTER_OTHER);
+		if (!ret)
+			ret = trace_define_field(call, "unsigned long", "__probe_ret_ip",
+						 offsetof(struct kp_ret_entry_head, ret_ip),
+						 sizeof(unsigned long), 0, FILTER_OTHER);
+	} else {
+		ret = trace_define_field(call, "unsigned long", "__probe_ip",
+					 offsetof(struct kp_entry_head, ip),
+					 sizeof(unsigned long), 0, FILTER_OTHER);
+	}
+	return ret ?: kp_ev_define_fields(t->owner, call);
+}
+
+static struct trace_event_fields kp_fields_array[] = {
+	{ .type = TRACE_FUNCTION_TYPE, .define_fields = kp_define_fields },
+	{}
+};
+
+static enum print_line_t kp_print(struct trace_iterator *iter, int flags,
+				  struct trace_event *event)
+{
+	struct trace_event_call *call = container_of(event, struct trace_event_call, event);
+	struct kp_tev *t = tev_of(call);
+	struct trace_seq *s = &iter->seq;
+
+	if (t->is_return) {
+		struct kp_ret_entry_head *h = (void *)iter->ent;
+
+		trace_seq_printf(s, "%s: (%pS <- %ps)", kp_ev_name(t->owner),
+				 (void *)h->ret_ip, (void *)h->func);
+	} else {
+		struct kp_entry_head *h = (void *)iter->ent;
+
+		trace_seq_printf(s, "%s: (%pS)", kp_ev_name(t->owner), (void *)h->ip);
+	}
+	kp_ev_print_args(t->owner, s, iter->ent);
+	trace_seq_putc(s, '\n');
+	return trace_handle_return(s);
+}
+
+static struct trace_event_functions kp_funcs = {
+	.trace = kp_print,
+};
+
+static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data)
+{
+	struct kp_tev *t = tev_of(call);
+	struct trace_event_file *file = data;
+	struct kp_file_link *l;
+
+	switch (type) {
+	case TRACE_REG_REGISTER:
+		/* An enabled event pins the engine (and its handlers). */
+		if (!try_module_get(THIS_MODULE))
+			return -ENODEV;
+		l = kmalloc(sizeof(*l), GFP_KERNEL);
+		if (!l) {
+			module_put(THIS_MODULE);
+			return -ENOMEM;
+		}
+		l->file = file;
+		list_add_tail_rcu(&l->list, &t->files);
+		return 0;
+	case TRACE_REG_UNREGISTER:
+		list_for_each_entry(l, &t->files, list) {
+			if (l->file == file) {
+				list_del_rcu(&l->list);
+				/* Hits run with interrupts off: an RCU-sched
+				 * grace period covers them. */
+				synchronize_rcu();
+				kfree(l);
+				module_put(THIS_MODULE);
+				return 0;
+			}
+		}
+		return -ENOENT;
+	default:
+		/* perf is not supported (yet). */
+		return -EOPNOTSUPP;
+	}
+}
+
+/* A new, unregistered event; the strings must outlive it. */
+struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
+			     char *print_fmt, bool is_return)
+{
+	struct kp_tev *t = kzalloc(sizeof(*t), GFP_KERNEL);
+
+	if (!t)
+		return NULL;
+	INIT_LIST_HEAD(&t->files);
+	INIT_LIST_HEAD(&t->class.fields);
+	t->owner = owner;
+	t->is_return = is_return;
+	t->class.system = group;
+	t->class.fields_array = kp_fields_array;
+	t->class.reg = kp_reg;
+	t->call.class = &t->class;
+	t->call.name = (char *)name;
+	t->call.print_fmt = print_fmt;
+	t->call.event.funcs = &kp_funcs;
+	t->call.flags = TRACE_EVENT_FL_KPROBE;
+	return t;
+}
+
+/* -EEXIST when group/name is taken (by us or anyone), else 0 or -errno. */
+int kp_tev_register(struct kp_tev *t)
+{
+	struct trace_event_file *f;
+	int ret;
+
+	f = trace_get_event_file(NULL, t->class.system, t->call.name);
+	if (!IS_ERR(f)) {
+		trace_put_event_file(f);
+		return -EEXIST;
+	}
+	if (!register_trace_event(&t->call.event))
+		return -ENODEV;
+	ret = trace_add_event_call(&t->call);
+	if (ret) {
+		unregister_trace_event(&t->call.event);
+		return ret;
+	}
+	t->registered = true;
+	return 0;
+}
+
+/* -EBUSY while the event is enabled or open somewhere. */
+int kp_tev_unregister(struct kp_tev *t)
+{
+	int ret;
+
+	if (!t->registered)
+		return 0;
+	if (!list_empty(&t->files))
+		return -EBUSY;
+	/* This also unregisters the trace_event (as for the kernel's probe
+	 * events: trace_probe_unregister_event_call()). */
+	ret = trace_remove_event_call(&t->call);
+	if (ret)
+		return ret;
+	t->registered = false;
+	return 0;
+}
+
+void kp_tev_free(struct kp_tev *t)
+{
+	kfree(t);
+}
+
+/* Whether some trace instance has the event enabled. */
+bool kp_tev_enabled(struct kp_tev *t)
+{
+	return !list_empty(&t->files);
+}
+
+/* Writes one record to every instance that has the event enabled.
+ * Trap context (interrupts off). */
+void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
+		   unsigned long ret_ip)
+{
+	struct kp_file_link *l;
+	size_t head = t->is_return ? sizeof(struct kp_ret_entry_head)
+				   : sizeof(struct kp_entry_head);
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(l, &t->files, list) {
+		struct trace_event_file *file = l->file;
+		struct trace_event_buffer fbuffer;
+		size_t size;
+		void *entry;
+
+		if (trace_trigger_soft_disabled(file))
+			continue;
+		size = kp_ev_args_size(t->owner, regs, ret_ip);
+		entry = trace_event_buffer_reserve(&fbuffer, file, head + size);
+		if (!entry)
+			continue;
+		fbuffer.regs = regs;
+		if (t->is_return) {
+			struct kp_ret_entry_head *h = entry;
+
+			h->func = ip;
+			h->ret_ip = ret_ip;
+		} else {
+			((struct kp_entry_head *)entry)->ip = ip;
+		}
+		kp_ev_store_args(t->owner, regs, ret_ip, entry, head, size);
+		trace_event_buffer_commit(&fbuffer);
+	}
+	rcu_read_unlock();
+}

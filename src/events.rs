@@ -1,0 +1,1069 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kprobe_events: probes defined by text, recorded as real trace events.
+//!
+//! `/sys/kernel/debug/kp/kprobe_events` takes the lines of
+//! `Documentation/trace/kprobetrace.rst` (grammar in `event_parse.rs`): `>`
+//! replaces every event (refused with `-EBUSY` while one is enabled), `>>`
+//! appends. Each `p`/`r` line becomes an engine kprobe or kretprobe plus a
+//! trace event registered with the kernel's trace event core
+//! (`src/events.c`), so `/sys/kernel/tracing/events/<GRP>/<EVENT>/` has
+//! `enable`, `filter`, `format`, `id`, and records land in the trace buffer:
+//! `<event>: (sym+off) name=value ...`. `kprobe_profile` shows hits and
+//! misses per event; `error_log` explains refused lines in the kernel's
+//! format.
+//!
+//! Records follow the kernel's kprobe events: a `trace_entry`, the probe
+//! address (return probes: function and return address), then the arguments
+//! packed in order; strings as `__data_loc char[]` with their bytes after
+//! the fixed part (at most [`MAX_STRING`] bytes each here). A failed memory
+//! read stores 0, or an empty string printed `(fault)`, and never faults.
+
+use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
+use crate::arch::regs::{self, Location, Regs};
+use crate::event_parse::{self as ep, Command, ErrKind, FetchArg, Op, ProbeDef, Type};
+use core::cell::UnsafeCell;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::bindings::{self, pt_regs};
+use kernel::ffi::{c_char, c_int, c_long, c_void};
+use kernel::prelude::*;
+use kernel::str::CStr;
+
+/// Longest string argument stored, NUL included.
+pub(crate) const MAX_STRING: usize = 256;
+/// Error log entries kept.
+const ERROR_LOG_LEN: usize = 8;
+/// Longest command kept in the error log.
+const ERROR_CMD_LEN: usize = 256;
+
+#[cfg(CONFIG_X86_64)]
+const REGS: &ep::RegTable = ep::X86_64_REGS;
+#[cfg(CONFIG_ARM64)]
+const REGS: &ep::RegTable = ep::ARM64_REGS;
+
+extern "C" {
+    fn kp_events_lock();
+    fn kp_events_unlock();
+    fn kp_tev_create(
+        owner: *mut c_void,
+        group: *const c_char,
+        name: *const c_char,
+        print_fmt: *mut c_char,
+        is_return: bool,
+    ) -> *mut c_void;
+    fn kp_tev_register(t: *mut c_void) -> c_int;
+    fn kp_tev_unregister(t: *mut c_void) -> c_int;
+    fn kp_tev_free(t: *mut c_void);
+    fn kp_tev_enabled(t: *mut c_void) -> bool;
+    fn kp_tev_record(t: *mut c_void, regs: *mut pt_regs, ip: usize, ret_ip: usize);
+    fn trace_define_field(
+        call: *mut c_void,
+        ty: *const c_char,
+        name: *const c_char,
+        offset: c_int,
+        size: c_int,
+        is_signed: c_int,
+        filter_type: c_int,
+    ) -> c_int;
+    fn trace_seq_puts(s: *mut c_void, str: *const c_char);
+    fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
+}
+
+/// Bytes before the arguments: `trace_entry` (8) + ip, or + func + ret_ip.
+fn head_size(is_return: bool) -> usize {
+    if is_return {
+        24
+    } else {
+        16
+    }
+}
+
+/// One operation of a compiled fetch program (symbols resolved).
+#[derive(Clone, Copy)]
+enum COp {
+    Reg(u16),
+    Stack(u32),
+    StackAddr,
+    Arg(u32),
+    Retval,
+    Comm,
+    Imm(u64),
+    Addr(u64),
+    Deref { offset: i64, user: bool },
+}
+
+/// A compiled fetch argument.
+struct Arg {
+    /// NUL-terminated.
+    name: KVec<u8>,
+    ops: [COp; ep::MAX_OPS],
+    nops: usize,
+    ty: Type,
+    /// Offset of the field after the head.
+    offset: usize,
+    /// Bytes in the fixed part (4 for strings: a `__data_loc`).
+    size: usize,
+}
+
+/// One event. `rp` comes first so that the engine's probe pointer is the
+/// event's (`#[repr(C)]`); a plain probe uses `rp.kp`.
+#[repr(C)]
+pub(crate) struct Event {
+    rp: KpKretprobe,
+    is_return: bool,
+    tev: *mut c_void,
+    /// NUL-terminated group and event names and print format.
+    group: KVec<u8>,
+    name: KVec<u8>,
+    print_fmt: KVec<u8>,
+    /// The canonical definition line (no NUL).
+    def: KVec<u8>,
+    args: KVec<Arg>,
+    /// Size of the arguments' fixed part.
+    fixed: usize,
+    hits: AtomicUsize,
+}
+
+impl Event {
+    fn name_str(&self) -> &str {
+        let n = self.name.len().saturating_sub(1);
+        core::str::from_utf8(self.name.get(..n).unwrap_or(b"")).unwrap_or("?")
+    }
+
+    fn group_str(&self) -> &str {
+        let n = self.group.len().saturating_sub(1);
+        core::str::from_utf8(self.group.get(..n).unwrap_or(b"")).unwrap_or("?")
+    }
+
+    fn nmissed(&self) -> usize {
+        if self.is_return {
+            self.rp.nmissed.max(0) as usize
+        } else {
+            self.rp.kp.nmissed
+        }
+    }
+}
+
+/// The events, in definition order; touched only under `kp_events_lock()`.
+struct Events(UnsafeCell<KVec<KBox<Event>>>);
+
+// SAFETY: every access holds the events mutex.
+unsafe impl Sync for Events {}
+
+static EVENTS: Events = Events(UnsafeCell::new(KVec::new()));
+
+/// Holds the events mutex.
+struct Locked;
+
+impl Locked {
+    fn lock() -> Self {
+        // SAFETY: process context; released in `drop`.
+        unsafe { kp_events_lock() };
+        Locked
+    }
+
+    fn events(&mut self) -> &mut KVec<KBox<Event>> {
+        // SAFETY: the mutex is held for as long as `self` lives.
+        unsafe { &mut *EVENTS.0.get() }
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: taken in `lock`.
+        unsafe { kp_events_unlock() };
+    }
+}
+
+/// The error log: the last refused commands, as the kernel's `error_log`.
+struct LogEntry {
+    stamp_ns: u64,
+    kind: ErrKind,
+    pos: usize,
+    cmd: [u8; ERROR_CMD_LEN],
+    cmd_len: usize,
+}
+
+struct ErrorLog {
+    entries: [Option<LogEntry>; ERROR_LOG_LEN],
+    next: usize,
+}
+
+struct Log(UnsafeCell<ErrorLog>);
+
+// SAFETY: accessed only under the events mutex.
+unsafe impl Sync for Log {}
+
+static ERROR_LOG: Log = Log(UnsafeCell::new(ErrorLog {
+    entries: [const { None }; ERROR_LOG_LEN],
+    next: 0,
+}));
+
+fn log_error(_g: &Locked, line: &str, kind: ErrKind, pos: usize) {
+    // SAFETY: the events mutex is held (`_g`).
+    let log = unsafe { &mut *ERROR_LOG.0.get() };
+    let mut cmd = [0u8; ERROR_CMD_LEN];
+    let n = line.len().min(ERROR_CMD_LEN);
+    cmd[..n].copy_from_slice(&line.as_bytes()[..n]);
+    let i = log.next % ERROR_LOG_LEN;
+    log.entries[i] = Some(LogEntry {
+        // SAFETY: plain clock read.
+        stamp_ns: unsafe { bindings::ktime_get() } as u64,
+        kind,
+        pos,
+        cmd,
+        cmd_len: n,
+    });
+    log.next = log.next.wrapping_add(1);
+    pr_info!(
+        "kprobe_events: {} (at {} in \"{}\")\n",
+        kind.message(),
+        pos,
+        line
+    );
+}
+
+/// `error_log` content.
+pub(crate) fn write_error_log(w: &mut impl Write) -> core::fmt::Result {
+    let _g = Locked::lock();
+    // SAFETY: the events mutex is held.
+    let log = unsafe { &*ERROR_LOG.0.get() };
+    for k in 0..ERROR_LOG_LEN {
+        let i = log.next.wrapping_add(k) % ERROR_LOG_LEN;
+        let Some(e) = &log.entries[i] else { continue };
+        let cmd = core::str::from_utf8(&e.cmd[..e.cmd_len]).unwrap_or("?");
+        writeln!(
+            w,
+            "[{:5}.{:06}] kp_events: error: {}",
+            e.stamp_ns / 1_000_000_000,
+            e.stamp_ns % 1_000_000_000 / 1000,
+            e.kind.message()
+        )?;
+        writeln!(w, "  Command: {}", cmd)?;
+        writeln!(
+            w,
+            "           {:>width$}",
+            "^",
+            width = e.pos.min(e.cmd_len) + 1
+        )?;
+    }
+    Ok(())
+}
+
+/// Clears the error log (any write to `error_log`).
+pub(crate) fn clear_error_log() {
+    let _g = Locked::lock();
+    // SAFETY: the events mutex is held.
+    let log = unsafe { &mut *ERROR_LOG.0.get() };
+    log.entries = [const { None }; ERROR_LOG_LEN];
+}
+
+/// `kprobe_events` content: one canonical line per event.
+pub(crate) fn write_events(w: &mut impl Write) -> core::fmt::Result {
+    let mut g = Locked::lock();
+    for e in g.events().iter() {
+        writeln!(w, "{}", core::str::from_utf8(&e.def).unwrap_or("?"))?;
+    }
+    Ok(())
+}
+
+/// `kprobe_profile` content: event, hits, misses.
+pub(crate) fn write_profile(w: &mut impl Write) -> core::fmt::Result {
+    let mut g = Locked::lock();
+    for e in g.events().iter() {
+        writeln!(
+            w,
+            "  {:<44} {:>15} {:>15}",
+            e.name_str(),
+            e.hits.load(Ordering::Relaxed),
+            e.nmissed()
+        )?;
+    }
+    Ok(())
+}
+
+/// A KVec holding `s` and a NUL.
+fn cstring(s: &[u8]) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(s.len() + 1, GFP_KERNEL)?;
+    v.extend_from_slice(s, GFP_KERNEL)?;
+    v.push(0, GFP_KERNEL)?;
+    Ok(v)
+}
+
+/// A `fmt::Write` into a KVec (allocation failure ends the output).
+struct VecWriter<'a>(&'a mut KVec<u8>, bool);
+
+impl Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        if self.0.extend_from_slice(s.as_bytes(), GFP_KERNEL).is_err() {
+            self.1 = true;
+            return Err(core::fmt::Error);
+        }
+        Ok(())
+    }
+}
+
+/// The field's C type, size and signedness for `trace_define_field`.
+fn field_type(t: Type) -> (&'static core::ffi::CStr, usize, bool) {
+    match t {
+        Type::Unsigned(n) | Type::Hex(n) | Type::Bitfield { container: n, .. } => (
+            match n {
+                1 => c"u8",
+                2 => c"u16",
+                4 => c"u32",
+                _ => c"u64",
+            },
+            usize::from(n),
+            false,
+        ),
+        Type::Signed(n) => (
+            match n {
+                1 => c"s8",
+                2 => c"s16",
+                4 => c"s32",
+                _ => c"s64",
+            },
+            usize::from(n),
+            true,
+        ),
+        Type::Char => (c"char", 1, false),
+        Type::Symbol => (c"unsigned long", 8, false),
+        Type::String | Type::UString | Type::SymStr => (c"__data_loc char[]", 4, false),
+    }
+}
+
+/// Bytes a non-string value is read as (the last dereference's width).
+fn value_size(t: Type) -> usize {
+    match t {
+        Type::Unsigned(n) | Type::Signed(n) | Type::Hex(n) => usize::from(n),
+        Type::Bitfield { container, .. } => usize::from(container),
+        Type::Char => 1,
+        Type::Symbol | Type::SymStr | Type::String | Type::UString => 8,
+    }
+}
+
+/// The `printf` conversion of a type in `print_fmt`.
+fn print_conv(t: Type) -> &'static str {
+    match t {
+        Type::Unsigned(8) | Type::Bitfield { container: 8, .. } => "%Lu",
+        Type::Unsigned(_) | Type::Bitfield { .. } => "%u",
+        Type::Signed(8) => "%Ld",
+        Type::Signed(_) => "%d",
+        Type::Hex(8) => "0x%Lx",
+        Type::Hex(_) => "0x%x",
+        Type::Char => "'%c'",
+        Type::Symbol => "%pS",
+        Type::String | Type::UString | Type::SymStr => "\\\"%s\\\"",
+    }
+}
+
+/// Compiles one parsed argument (resolving `@SYM`).
+fn compile_arg(
+    a: &FetchArg<'_>,
+    index: usize,
+    offset: usize,
+) -> core::result::Result<Arg, ErrKind> {
+    let mut ops = [COp::Imm(0); ep::MAX_OPS];
+    for (o, op) in ops.iter_mut().zip(a.program()) {
+        *o = match *op {
+            Op::Reg(r) => COp::Reg(r),
+            Op::Stack(n) => COp::Stack(n),
+            Op::StackAddr => COp::StackAddr,
+            Op::Arg(n) => COp::Arg(n),
+            Op::Retval => COp::Retval,
+            Op::Comm => COp::Comm,
+            Op::Imm(v) => COp::Imm(v),
+            Op::Addr(v) => COp::Addr(v),
+            Op::Symbol { name, offset } => {
+                let mut buf = [0u8; 128];
+                let n = name.len().min(buf.len() - 1);
+                buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+                let c = CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| ErrKind::BadMemAddr)?;
+                let base = crate::symbols::lookup_name(c).ok_or(ErrKind::BadMemAddr)?;
+                COp::Addr((base as u64).wrapping_add(offset as u64))
+            }
+            Op::Deref { offset, user } => COp::Deref { offset, user },
+        };
+    }
+    let mut name = KVec::new();
+    let mut w = VecWriter(&mut name, false);
+    let _ = match a.name {
+        Some(n) => w.write_str(n),
+        None => write!(w, "arg{}", index + 1),
+    };
+    let _ = w.write_str("\0");
+    if w.1 {
+        return Err(ErrKind::FailRegProbe);
+    }
+    Ok(Arg {
+        name,
+        ops,
+        nops: a.program().len(),
+        ty: a.ty,
+        offset,
+        size: field_type(a.ty).1,
+    })
+}
+
+fn enomem<E>(_: E) -> (ErrKind, Error) {
+    (ErrKind::FailRegProbe, ENOMEM)
+}
+
+/// Builds the event for `d` (not yet registered anywhere).
+fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (ErrKind, Error)> {
+    let mut args = KVec::new();
+    let mut fixed = 0;
+    for (i, a) in d.args().enumerate() {
+        let a = a.map_err(|e| (e.kind, EINVAL))?;
+        let arg = compile_arg(&a, i, fixed).map_err(|k| (k, EINVAL))?;
+        fixed += arg.size;
+        args.push(arg, GFP_KERNEL).map_err(enomem)?;
+    }
+    let mut def = KVec::new();
+    {
+        let mut w = VecWriter(&mut def, false);
+        let _ = write!(w, "{}", d);
+        if w.1 {
+            return Err((ErrKind::FailRegProbe, ENOMEM));
+        }
+    }
+    let mut fmt = KVec::new();
+    {
+        let mut w = VecWriter(&mut fmt, false);
+        let _ = if d.is_return {
+            w.write_str("\"(%lx <- %lx)")
+        } else {
+            w.write_str("\"(%lx)")
+        };
+        for a in args.iter() {
+            let n = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+            let _ = write!(w, " {}={}", n, print_conv(a.ty));
+        }
+        let _ = if d.is_return {
+            w.write_str("\", REC->__probe_func, REC->__probe_ret_ip")
+        } else {
+            w.write_str("\", REC->__probe_ip")
+        };
+        for a in args.iter() {
+            let n = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+            let _ = match a.ty {
+                Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
+                Type::Symbol => write!(w, ", (void *)REC->{}", n),
+                _ => write!(w, ", REC->{}", n),
+            };
+        }
+        let _ = w.write_str("\0");
+        if w.1 {
+            return Err((ErrKind::FailRegProbe, ENOMEM));
+        }
+    }
+    let mut rp = KpKretprobe::new();
+    if d.is_return {
+        rp.maxactive = d.maxactive.map_or(0, |m| m as c_int);
+    }
+    KBox::new(
+        Event {
+            rp,
+            is_return: d.is_return,
+            tev: core::ptr::null_mut(),
+            group: cstring(d.group_or_default().as_bytes()).map_err(enomem)?,
+            name: cstring(event.as_bytes()).map_err(enomem)?,
+            print_fmt: fmt,
+            def,
+            args,
+            fixed,
+            hits: AtomicUsize::new(0),
+        },
+        GFP_KERNEL,
+    )
+    .map_err(enomem)
+}
+
+/// Registers the probe of `ev` (its address is final: boxed).
+fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
+    let mut sym = [0u8; 256];
+    let kp = &mut ev.rp.kp;
+    match d.location {
+        ep::Location::Symbol {
+            module,
+            name,
+            offset,
+        } => {
+            let mut w = BufWriter::new(&mut sym);
+            if let Some(m) = module {
+                let _ = write!(w, "{}:", m);
+            }
+            let _ = write!(w, "{}", name);
+            if w.overflow {
+                return Err(EINVAL);
+            }
+            kp.symbol_name = sym.as_ptr();
+            kp.offset = u32::try_from(offset).map_err(|_| EINVAL)?;
+        }
+        ep::Location::Address(a) => kp.addr = a as usize as *mut c_void,
+    }
+    let r = if ev.is_return {
+        ev.rp.handler = Some(on_return);
+        // SAFETY: `ev` is boxed and stays registered until `remove`.
+        unsafe { crate::kretprobe::kp_register_kretprobe(&mut ev.rp) }
+    } else {
+        kp.pre_handler = Some(on_hit);
+        // SAFETY: as above.
+        unsafe { crate::registry::kp_register_kprobe(kp) }
+    };
+    // The name buffer is local; the engine keeps the resolved address.
+    ev.rp.kp.symbol_name = core::ptr::null();
+    if r < 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+fn unregister_probe(ev: &mut Event) {
+    if ev.is_return {
+        // SAFETY: registered by `register_probe`.
+        unsafe { crate::kretprobe::kp_unregister_kretprobe(&mut ev.rp) };
+    } else {
+        // SAFETY: as above.
+        unsafe { crate::registry::kp_unregister_kprobe(&mut ev.rp.kp) };
+    }
+}
+
+/// A fixed buffer `fmt::Write` that keeps a NUL after the text.
+struct BufWriter<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+    overflow: bool,
+}
+
+impl<'a> BufWriter<'a> {
+    fn new(buf: &'a mut [u8]) -> Self {
+        BufWriter {
+            buf,
+            len: 0,
+            overflow: false,
+        }
+    }
+}
+
+impl Write for BufWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len().saturating_sub(self.len + 1);
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        if let Some(b) = self.buf.get_mut(self.len) {
+            *b = 0;
+        }
+        if n < s.len() {
+            self.overflow = true;
+        }
+        Ok(())
+    }
+}
+
+/// Handles one line; errors are logged against `line`.
+fn run_line(g: &mut Locked, line: &str) -> Result {
+    let fail = |g: &Locked, kind: ErrKind, pos: usize, e: Error| {
+        log_error(g, line, kind, pos);
+        Err(e)
+    };
+    let cmd = match ep::parse_line(line, REGS) {
+        Ok(c) => c,
+        Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.kind.errno())),
+    };
+    match cmd {
+        Command::Empty => Ok(()),
+        Command::Remove { group, event } => {
+            let group = group.unwrap_or(ep::DEFAULT_GROUP);
+            let events = g.events();
+            let Some(i) = events
+                .iter()
+                .position(|e| e.name_str() == event && e.group_str() == group)
+            else {
+                return fail(g, ErrKind::NoSuchEvent, 2, ENOENT);
+            };
+            remove_at(g, i)
+        }
+        Command::Probe(d) => {
+            // Room first: once registered, the event must not be dropped.
+            if g.events().reserve(1, GFP_KERNEL).is_err() {
+                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            }
+            let mut buf = [0u8; ep::MAX_EVENT_NAME_LEN + 1];
+            let event = match d.event {
+                Some(e) => e,
+                None => d.write_default_name(&mut buf),
+            };
+            let group = d.group_or_default();
+            if g.events()
+                .iter()
+                .any(|e| e.name_str() == event && e.group_str() == group)
+            {
+                return fail(g, ErrKind::EventExist, 2, EEXIST);
+            }
+            let mut ev = match build(&d, event) {
+                Ok(ev) => ev,
+                Err((k, e)) => return fail(g, k, d.location_pos, e),
+            };
+            if let Err(e) = register_probe(&mut ev, &d) {
+                let kind = if e == ENOENT {
+                    ErrKind::BadProbeAddr
+                } else if e.to_errno() == -(bindings::EILSEQ as i32) {
+                    ErrKind::BadInsnBndry
+                } else {
+                    ErrKind::FailRegProbe
+                };
+                return fail(g, kind, d.location_pos, e);
+            }
+            let owner = (&mut *ev as *mut Event).cast::<c_void>();
+            // SAFETY: the strings live in `ev`, which outlives the event.
+            ev.tev = unsafe {
+                kp_tev_create(
+                    owner,
+                    ev.group.as_ptr(),
+                    ev.name.as_ptr(),
+                    ev.print_fmt.as_mut_ptr(),
+                    ev.is_return,
+                )
+            };
+            let r = if ev.tev.is_null() {
+                -(bindings::ENOMEM as c_int)
+            } else {
+                // SAFETY: a new event of ours.
+                unsafe { kp_tev_register(ev.tev) }
+            };
+            if r != 0 {
+                unregister_probe(&mut ev);
+                if !ev.tev.is_null() {
+                    // SAFETY: never registered.
+                    unsafe { kp_tev_free(ev.tev) };
+                }
+                let kind = if r == -(bindings::EEXIST as c_int) {
+                    ErrKind::EventExist
+                } else {
+                    ErrKind::FailRegProbe
+                };
+                return fail(g, kind, 2, Error::from_errno(r));
+            }
+            // Cannot fail: room was reserved above.
+            let _ = g.events().push(ev, GFP_KERNEL);
+            Ok(())
+        }
+    }
+}
+
+/// Removes event `i`: `-EBUSY` while it is enabled.
+fn remove_at(g: &mut Locked, i: usize) -> Result {
+    let events = g.events();
+    let Some(ev) = events.get_mut(i) else {
+        return Err(ENOENT);
+    };
+    // SAFETY: a registered event of ours.
+    let r = unsafe { kp_tev_unregister(ev.tev) };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    unregister_probe(ev);
+    // SAFETY: unregistered above; no handler runs any more.
+    unsafe { kp_tev_free(ev.tev) };
+    // Remove element `i`, keeping the order (KVec of 6.12 has no `remove`).
+    events.as_mut_slice()[i..].rotate_left(1);
+    let last = events.len() - 1;
+    // SAFETY: the element at `last` is read out exactly once and the length
+    // shrinks past it, so it is neither used nor dropped again.
+    let gone = unsafe {
+        let p = events.as_mut_ptr().add(last);
+        events.set_len(last);
+        p.read()
+    };
+    drop(gone);
+    Ok(())
+}
+
+/// `kprobe_events` opened with `O_TRUNC`: removes every event, or none
+/// (`-EBUSY`) if one is enabled.
+#[no_mangle]
+pub(crate) extern "C" fn kp_events_clear() -> c_int {
+    let mut g = Locked::lock();
+    // SAFETY: registered events of ours.
+    if g.events().iter().any(|e| unsafe { kp_tev_enabled(e.tev) }) {
+        return -(bindings::EBUSY as c_int);
+    }
+    while !g.events().is_empty() {
+        let last = g.events().len() - 1;
+        if let Err(e) = remove_at(&mut g, last) {
+            return e.to_errno();
+        }
+    }
+    0
+}
+
+/// Removes every event at engine unload (none can be enabled: enabling one
+/// pins the module).
+pub(crate) fn exit() {
+    let _ = kp_events_clear();
+}
+
+/// A write to `kprobe_events`: runs each line; stops at the first failing
+/// one (earlier lines stay in effect). Returns `len` or `-errno`.
+///
+/// # Safety
+///
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_events_write(buf: *const c_char, len: usize) -> c_long {
+    // SAFETY: per the function's contract.
+    let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
+    let Ok(text) = core::str::from_utf8(bytes) else {
+        return -(bindings::EINVAL as c_long);
+    };
+    let mut g = Locked::lock();
+    for line in text.split('\n') {
+        if let Err(e) = run_line(&mut g, line.trim_end_matches('\r')) {
+            return e.to_errno() as c_long;
+        }
+    }
+    len as c_long
+}
+
+// ---- the hit path ----
+
+/// Whether a plain (`+OFFS`) read of `addr` goes to user memory: like the
+/// kernel's probe_mem_read(), addresses below the kernel half are user
+/// addresses (a system call's pointer arguments).
+fn is_user_addr(addr: usize) -> bool {
+    (addr as isize) >= 0
+}
+
+fn read_word(addr: usize, user: bool, size: usize) -> Option<u64> {
+    let user = user || is_user_addr(addr);
+    let mut v = 0u64;
+    // SAFETY: nofault copies of at most 8 bytes into `v`.
+    let r = unsafe {
+        if user {
+            bindings::copy_from_user_nofault((&mut v as *mut u64).cast(), addr as *const _, size)
+        } else {
+            bindings::copy_from_kernel_nofault((&mut v as *mut u64).cast(), addr as *const _, size)
+        }
+    };
+    (r == 0).then_some(v)
+}
+
+/// Runs `ops`; the last op, when it is a dereference and `last` says so, is
+/// not executed: its address is returned (for strings and sized reads).
+fn run(ops: &[COp], regs: &pt_regs, stop_before_last_deref: bool) -> Option<(u64, Option<bool>)> {
+    let mut v = 0u64;
+    let n = ops.len();
+    for (i, op) in ops.iter().enumerate() {
+        v = match *op {
+            // SAFETY: `r` is an index into `struct pt_regs` words from the
+            // arch's register table.
+            COp::Reg(r) => unsafe { *(regs as *const pt_regs).cast::<u64>().add(usize::from(r)) },
+            COp::Stack(k) => read_word(regs::sp(regs) + 8 * k as usize, false, 8)?,
+            COp::StackAddr => regs::sp(regs) as u64,
+            // SAFETY: `Regs` is a transparent `pt_regs`; shared view.
+            COp::Arg(k) => match unsafe { &*(regs as *const pt_regs).cast::<Regs>() }
+                .arg_location(k as usize)
+            {
+                Location::Register(x) => x as u64,
+                Location::Stack(a) => read_word(a, false, 8)?,
+            },
+            COp::Retval => regs::return_value(regs) as u64,
+            COp::Comm => 0,
+            COp::Imm(x) | COp::Addr(x) => x,
+            COp::Deref { offset, user } => {
+                let a = v.wrapping_add(offset as u64);
+                if i + 1 == n && stop_before_last_deref {
+                    return Some((a, Some(user)));
+                }
+                read_word(a as usize, user, 8)?
+            }
+        };
+    }
+    Some((v, None))
+}
+
+/// The value of a non-string argument.
+fn fetch_value(a: &Arg, regs: &pt_regs) -> u64 {
+    let ops = &a.ops[..a.nops];
+    let v = match run(ops, regs, true) {
+        Some((addr, Some(user))) => read_word(addr as usize, user, value_size(a.ty)).unwrap_or(0),
+        Some((v, None)) => v,
+        None => 0,
+    };
+    match a.ty {
+        Type::Bitfield { width, offset, .. } => {
+            (v >> offset) & (u64::MAX >> (64 - u32::from(width)))
+        }
+        _ => v,
+    }
+}
+
+/// Copies a string argument into `out` (NUL-terminated, truncated);
+/// returns the bytes used (0: fault).
+fn fetch_string(a: &Arg, regs: &pt_regs, out: &mut [u8]) -> usize {
+    if out.is_empty() {
+        return 0;
+    }
+    let ops = &a.ops[..a.nops];
+    if matches!(ops.first(), Some(COp::Comm)) {
+        // SAFETY: `current` is valid; `comm` is a NUL-terminated array.
+        let comm = unsafe { (*bindings::get_current()).comm };
+        let n = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+        let n = n.min(out.len() - 1);
+        out[..n].copy_from_slice(&comm[..n]);
+        out[n] = 0;
+        return n + 1;
+    }
+    if a.ty == Type::SymStr {
+        let v = fetch_value(a, regs);
+        // SAFETY: bounded formatting of an address with %pS.
+        let n = unsafe {
+            snprintf(
+                out.as_mut_ptr(),
+                out.len(),
+                c"%pS".as_ptr().cast(),
+                v as usize,
+            )
+        };
+        return (n.max(0) as usize).min(out.len() - 1) + 1;
+    }
+    let Some((addr, user)) = run(ops, regs, true) else {
+        return 0;
+    };
+    let user = user.unwrap_or(false) || a.ty == Type::UString || is_user_addr(addr as usize);
+    let mut done = 0;
+    while done < out.len() - 1 {
+        let at = (addr as usize).wrapping_add(done);
+        let chunk = (4096 - at % 4096).min(out.len() - 1 - done);
+        // SAFETY: nofault copies into `out`.
+        let r = unsafe {
+            let dst = out.as_mut_ptr().add(done).cast();
+            if user {
+                bindings::copy_from_user_nofault(dst, at as *const _, chunk)
+            } else {
+                bindings::copy_from_kernel_nofault(dst, at as *const _, chunk)
+            }
+        };
+        if r != 0 {
+            if done == 0 {
+                return 0;
+            }
+            break;
+        }
+        if let Some(z) = out[done..done + chunk].iter().position(|&c| c == 0) {
+            return done + z + 1;
+        }
+        done += chunk;
+    }
+    out[done] = 0;
+    done + 1
+}
+
+/// C callback: bytes of arguments for this hit (fixed part + strings).
+///
+/// # Safety
+///
+/// `owner` is a live event, `regs` the trap frame.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_args_size(
+    owner: *mut c_void,
+    regs: *mut pt_regs,
+    _ret_ip: usize,
+) -> usize {
+    // SAFETY: per the function's contract.
+    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    let mut total = ev.fixed;
+    let mut tmp = [0u8; MAX_STRING];
+    for a in ev.args.iter().filter(|a| a.ty.is_string()) {
+        total += fetch_string(a, regs, &mut tmp);
+    }
+    total
+}
+
+/// C callback: fills the arguments of a reserved record of `size` bytes
+/// after `head`.
+///
+/// # Safety
+///
+/// `owner` is a live event, `regs` the trap frame, `entry` a reserved record
+/// of `head + size` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_store_args(
+    owner: *mut c_void,
+    regs: *mut pt_regs,
+    _ret_ip: usize,
+    entry: *mut u8,
+    head: usize,
+    size: usize,
+) {
+    // SAFETY: per the function's contract.
+    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    // SAFETY: the record has `head + size` bytes.
+    let body = unsafe { core::slice::from_raw_parts_mut(entry.add(head), size) };
+    let mut dyn_at = ev.fixed.min(size);
+    for a in ev.args.iter() {
+        let Some(field) = body.get_mut(a.offset..a.offset + a.size) else {
+            continue;
+        };
+        if a.ty.is_string() {
+            let room = (size - dyn_at).min(MAX_STRING);
+            let (field_end, rest) = body.split_at_mut(dyn_at);
+            let n = fetch_string(a, regs, &mut rest[..room]);
+            let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
+            if let Some(f) = field_end.get_mut(a.offset..a.offset + 4) {
+                f.copy_from_slice(&loc.to_ne_bytes());
+            }
+            dyn_at += n;
+        } else {
+            let v = fetch_value(a, regs).to_ne_bytes();
+            field.copy_from_slice(&v[..a.size]);
+        }
+    }
+}
+
+/// C callback: the event's name for the output line.
+///
+/// # Safety
+///
+/// `owner` is a live event.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_name(owner: *mut c_void) -> *const c_char {
+    // SAFETY: per the function's contract.
+    unsafe { (*owner.cast::<Event>()).name.as_ptr() }
+}
+
+/// C callback: ` name=value` for each argument of the record `entry`.
+///
+/// # Safety
+///
+/// `owner` is the event that wrote `entry`; `s` a trace_seq.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_print_args(
+    owner: *mut c_void,
+    s: *mut c_void,
+    entry: *const u8,
+) {
+    // SAFETY: per the function's contract.
+    let ev = unsafe { &*owner.cast::<Event>() };
+    let head = head_size(ev.is_return);
+    for a in ev.args.iter() {
+        let mut buf = [0u8; MAX_STRING + 64];
+        let mut w = BufWriter::new(&mut buf);
+        let name = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+        let _ = write!(w, " {}=", name);
+        // SAFETY: the record holds the fixed part.
+        let field = unsafe { core::slice::from_raw_parts(entry.add(head + a.offset), a.size) };
+        let mut word = [0u8; 8];
+        word[..a.size.min(8)].copy_from_slice(&field[..a.size.min(8)]);
+        let v = u64::from_ne_bytes(word);
+        let _ = match a.ty {
+            Type::Unsigned(_) | Type::Bitfield { .. } => write!(w, "{}", v),
+            Type::Signed(n) => {
+                let shift = 64 - 8 * u32::from(n);
+                write!(w, "{}", ((v << shift) as i64) >> shift)
+            }
+            Type::Hex(_) => write!(w, "0x{:x}", v),
+            Type::Char => write!(w, "'{}'", (v as u8) as char),
+            Type::Symbol => {
+                let mut sym = [0u8; 256];
+                // SAFETY: bounded formatting of an address.
+                let n = unsafe {
+                    snprintf(
+                        sym.as_mut_ptr(),
+                        sym.len(),
+                        c"%pS".as_ptr().cast(),
+                        v as usize,
+                    )
+                };
+                let n = (n.max(0) as usize).min(sym.len() - 1);
+                write!(w, "{}", core::str::from_utf8(&sym[..n]).unwrap_or("?"))
+            }
+            Type::String | Type::UString | Type::SymStr => {
+                let loc = v as u32;
+                let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+                if len == 0 {
+                    w.write_str("(fault)")
+                } else {
+                    // SAFETY: the record holds the string at `off`.
+                    let bytes = unsafe { core::slice::from_raw_parts(entry.add(off), len - 1) };
+                    let _ = w.write_str("\"");
+                    for &c in bytes {
+                        let _ = w.write_char(if c.is_ascii_graphic() || c == b' ' {
+                            c as char
+                        } else {
+                            '.'
+                        });
+                    }
+                    w.write_str("\"")
+                }
+            }
+        };
+        // SAFETY: `buf` is NUL-terminated by the writer.
+        unsafe { trace_seq_puts(s, buf.as_ptr()) };
+    }
+}
+
+/// C callback: the arguments' fields for filters and `format`.
+///
+/// # Safety
+///
+/// `owner` is a live event; `call` its trace_event_call.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_define_fields(
+    owner: *mut c_void,
+    call: *mut c_void,
+) -> c_int {
+    // SAFETY: per the function's contract.
+    let ev = unsafe { &*owner.cast::<Event>() };
+    let head = head_size(ev.is_return);
+    for a in ev.args.iter() {
+        let (ty, size, signed) = field_type(a.ty);
+        // SAFETY: NUL-terminated strings that live as long as the event.
+        let r = unsafe {
+            trace_define_field(
+                call,
+                ty.as_ptr().cast(),
+                a.name.as_ptr(),
+                (head + a.offset) as c_int,
+                size as c_int,
+                c_int::from(signed),
+                0,
+            )
+        };
+        if r != 0 {
+            return r;
+        }
+    }
+    0
+}
+
+/// The probe's pre handler: count, record.
+///
+/// # Safety
+///
+/// Called by the engine with an event's probe.
+unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> c_int {
+    // SAFETY: `p` is the first field of a live `Event` (`#[repr(C)]`).
+    let ev = unsafe { &*p.cast::<Event>() };
+    ev.hits.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: a registered event; `regs` is the trap frame.
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0) };
+    0
+}
+
+/// The kretprobe's return handler: count, record.
+///
+/// # Safety
+///
+/// Called by the engine with an instance of an event's kretprobe.
+unsafe extern "C" fn on_return(ri: *mut KpKretprobeInstance, regs: *mut pt_regs) -> c_int {
+    // SAFETY: `rp` is the first field of a live `Event`.
+    let (ev, ret) = unsafe { (&*(*ri).rp.cast::<Event>(), (*ri).ret_addr) };
+    ev.hits.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: as in `on_hit`.
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret) };
+    0
+}
