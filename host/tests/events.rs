@@ -320,7 +320,7 @@ fn errors_with_positions() {
     assert_eq!(e.kind, ErrKind::TooManyArgs);
     assert_eq!(e.kind.errno(), 7);
     println!(
-        "errors: {} cases, each with its kernel message and position",
+        "events errors: {} cases, each with its kernel message and position",
         cases.len()
     );
 }
