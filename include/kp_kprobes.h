@@ -21,12 +21,14 @@ struct kp_kprobe;
 typedef int (*kp_pre_handler_t)(struct kp_kprobe *, struct pt_regs *);
 typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
 				  unsigned long flags);
-/* The probed instruction raised trap `trapnr` (X86_TRAP_*) while running out
- * of line. Return non-zero when the handler fixed regs (ip included) and
- * execution resumes there; zero lets the kernel handle the trap as if it had
- * happened at the original address. x86_64: #GP and the traps that reach
- * notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults reach no
- * notifier. arm64: never called (no hook: a fault goes to die()). */
+/* Trap `trapnr` (X86_TRAP_*) in the probed instruction while it runs out of
+ * line (regs: ip at the probed instruction), or in this probe's pre or post
+ * handler (regs: the handler's context), as the kernel's kprobes had it.
+ * Return non-zero when the handler fixed regs (ip included) and execution
+ * resumes there; zero lets the kernel handle the trap (for the instruction:
+ * as if it had happened at the original address). x86_64: #GP and the traps
+ * that reach notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults
+ * reach no notifier. arm64: never called (no hook: a fault goes to die()). */
 typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 				  int trapnr);
 

@@ -194,11 +194,13 @@ pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// Whether [`Self::fault`] is wanted (it also prevents boosting).
     const FAULT_HANDLER: bool = false;
 
-    /// The probed instruction raised trap `trapnr` (`X86_TRAP_*`) while it
-    /// ran out of line (only if [`Self::FAULT_HANDLER`]). Return true after
-    /// fixing `regs`, instruction pointer included (for example past the
-    /// instruction); false lets the kernel handle the trap as if it happened
-    /// at the probed address. x86_64: #GP and the traps that reach
+    /// Trap `trapnr` (`X86_TRAP_*`) in the probed instruction while it ran
+    /// out of line (`regs` at the probed instruction), or in [`Self::pre`] /
+    /// [`Self::post`] (`regs` of the handler's own context); only if
+    /// [`Self::FAULT_HANDLER`]. Return true after fixing `regs`, instruction
+    /// pointer included (for example past the instruction); false lets the
+    /// kernel handle the trap (for the probed instruction: as if it happened
+    /// at the probed address). x86_64: #GP and the traps that reach
     /// `notify_die(DIE_TRAP)`; page faults reach no hook a module can use.
     /// arm64: never called (a fault there goes straight to `die()`).
     fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> bool {

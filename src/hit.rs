@@ -113,15 +113,20 @@ fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
     let _ = cpu.push(f);
 }
 
-/// A trap `trapnr` other than a breakpoint at `regs`. If this CPU was running
-/// an out-of-line copy and the fault is in it, the probes' fault handlers run
-/// (for a hit whose handlers ran); one that returns non-zero has fixed the
-/// registers and the trap is handled (true). Otherwise the step is abandoned
-/// with the instruction pointer back at the probed instruction, so that the
-/// kernel reports the fault where it really is (false; instructions with an
-/// exception-table fixup are never probed). Handlers see the instruction
-/// pointer at the probed instruction. A fault inside a handler itself is
-/// not caught: the kernel oopses, and this CPU's hit state stays busy.
+/// A trap `trapnr` other than a breakpoint at `regs`, with interrupts off.
+///
+/// - This CPU runs an out-of-line copy and the fault is in it: the probes'
+///   fault handlers run (for a hit whose handlers ran), seeing the
+///   instruction pointer at the probed instruction; one that returns
+///   non-zero has fixed the registers and the trap is handled (true).
+///   Otherwise the step is abandoned with the instruction pointer back at
+///   the probed instruction, so that the kernel reports the fault where it
+///   really is (false; instructions with an exception-table fixup are never
+///   probed).
+/// - This CPU runs a pre or post handler: the fault handlers get the trap
+///   in the handler's context (the kernel's kprobes did the same); unhandled,
+///   it is the kernel's (an oops, after which this CPU's hit state stays busy).
+/// - A fault inside a fault handler is never offered again.
 // arm64 has no trap hook that reaches a module before die() (see
 // `arch/arm64/mod.rs` `in_copy`).
 #[cfg_attr(CONFIG_ARM64, allow(dead_code))]
@@ -133,39 +138,67 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
         return false;
     }
     let f = cpu.frame(d - 1);
-    if f.stage != stage::STEPPING && f.stage != stage::STEPPING_MISSED {
+    if f.point.is_null() {
+        // A kretprobe handler's busy marker: no fault handler there.
         return false;
     }
-    // SAFETY: a point cannot be freed while a CPU steps it (IRQs are off).
+    // SAFETY: a point cannot be freed while a CPU is in one of its hits
+    // (interrupts are off).
     let point = unsafe { &*f.point };
-    if !arch::in_copy(arch::regs::ip(regs), &point.insn) {
-        return false;
+    match f.stage {
+        stage::HANDLERS => {
+            // A pre or post handler faulted: offer it to the fault handlers
+            // (in the handler's context), as the kernel's kprobes did.
+            cpu.set_frame(
+                d - 1,
+                Frame {
+                    stage: stage::FAULTING,
+                    ..f
+                },
+            );
+            let handled = run_fault_handlers(point, regs, trapnr);
+            cpu.set_frame(d - 1, f);
+            handled
+        }
+        stage::STEPPING | stage::STEPPING_MISSED => {
+            if !arch::in_copy(arch::regs::ip(regs), &point.insn) {
+                return false;
+            }
+            arch::abort_step(&point.insn, regs, f.saved);
+            // Handlers see the fault at the probed instruction, not in the
+            // slot.
+            arch::regs::set_ip(regs, point.addr);
+            let mut handled = false;
+            if f.stage == stage::STEPPING {
+                cpu.set_frame(
+                    d - 1,
+                    Frame {
+                        stage: stage::FAULTING,
+                        ..f
+                    },
+                );
+                handled = run_fault_handlers(point, regs, trapnr);
+            }
+            cpu.pop();
+            handled
+        }
+        // A fault handler faulted, or anything else: the kernel's.
+        _ => false,
     }
-    arch::abort_step(&point.insn, regs, f.saved);
-    // Handlers see the fault at the probed instruction, not in the slot.
-    arch::regs::set_ip(regs, point.addr);
-    let mut handled = false;
-    if f.stage == stage::STEPPING {
-        cpu.set_frame(
-            d - 1,
-            Frame {
-                stage: stage::HANDLERS,
-                ..f
-            },
-        );
-        for p in enabled(point) {
-            // SAFETY: `user` is valid while registered.
-            if let Some(fh) = unsafe { (*p.user).fault_handler } {
-                // SAFETY: the contract of kp_fault_handler_t.
-                if unsafe { fh(p.user, regs, trapnr) } != 0 {
-                    handled = true;
-                    break;
-                }
+}
+
+/// Runs the enabled probes' fault handlers until one handles the trap.
+fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
+    for p in enabled(point) {
+        // SAFETY: `user` is valid while registered.
+        if let Some(fh) = unsafe { (*p.user).fault_handler } {
+            // SAFETY: the contract of kp_fault_handler_t.
+            if unsafe { fh(p.user, regs, trapnr) } != 0 {
+                return true;
             }
         }
     }
-    cpu.pop();
-    handled
+    false
 }
 
 /// A breakpoint at `addr` fired; if it ends the out-of-line copy this CPU is

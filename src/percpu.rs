@@ -18,6 +18,8 @@ pub(crate) mod stage {
     pub(crate) const STEPPING: usize = 2;
     /// The displaced copy is executing for a hit whose handlers were skipped.
     pub(crate) const STEPPING_MISSED: usize = 3;
+    /// Fault handlers are running (a fault now is not offered to them again).
+    pub(crate) const FAULTING: usize = 4;
 }
 
 /// One probe hit in progress on this CPU.

@@ -581,6 +581,75 @@ pub(crate) fn api_fault_handler(t: &mut Test) {
     }
 }
 
+/// A pre-handler that faults: #GP on a non-canonical load in the handler.
+#[cfg(CONFIG_X86_64)]
+struct FaultyPre {
+    at: usize,
+    len: usize,
+    faults: AtomicUsize,
+    trapnr: AtomicUsize,
+    loaded: AtomicU64,
+}
+
+#[cfg(CONFIG_X86_64)]
+impl kp::KprobeHandler for FaultyPre {
+    const FAULT_HANDLER: bool = true;
+
+    fn pre(&self, _probe: &Probe, _regs: &mut Regs) -> Next {
+        let (v, _) = crate::targets::kp_kunit_load(black_box(0xdead_0000_0000_0000));
+        self.loaded.store(v, Ordering::SeqCst);
+        Next::Continue
+    }
+
+    fn fault(&self, _probe: &Probe, regs: &mut Regs, trapnr: i32) -> bool {
+        if regs.ip() != self.at {
+            return false;
+        }
+        self.faults.fetch_add(1, Ordering::SeqCst);
+        self.trapnr.store(trapnr as usize, Ordering::SeqCst);
+        // SAFETY: resumes the handler's own load after the instruction, with
+        // the value in rax that the asm reads.
+        unsafe {
+            regs.set_ax(0xbeef);
+            regs.set_ip(self.at + self.len);
+        }
+        true
+    }
+}
+
+/// A fault inside a pre-handler reaches the fault handler in the handler's
+/// context (as in the kernel's kprobes); fixed up, the probed function runs
+/// on normally.
+#[cfg(CONFIG_X86_64)]
+pub(crate) fn api_fault_in_handler(t: &mut Test) {
+    let word: u64 = 1;
+    let at = crate::targets::kp_kunit_load(&word as *const u64 as usize).1;
+    let len = kp::Insn::decode(at).map(|i| i.len).unwrap_or(0);
+    let h = FaultyPre {
+        at,
+        len,
+        faults: AtomicUsize::new(0),
+        trapnr: AtomicUsize::new(usize::MAX),
+        loaded: AtomicU64::new(0),
+    };
+    let p = match kp::Kprobe::register(Target::Symbol(c"kp_kunit_target"), h) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "register: {:?}", e);
+            return;
+        }
+    };
+    kp_expect_eq!(t, kp_kunit_target(black_box(9)), 3);
+    let h = p.handler();
+    kp_expect_eq!(t, h.faults.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, h.trapnr.load(Ordering::SeqCst), 13);
+    kp_expect_eq!(t, h.loaded.load(Ordering::SeqCst), 0xbeef);
+    kp_expect_eq!(t, p.nmissed(), 0);
+    // The CPU's hit state is clean: the next hit runs the handler again.
+    kp_expect_eq!(t, kp_kunit_target(black_box(12)), 4);
+    kp_expect_eq!(t, h.faults.load(Ordering::SeqCst), 2);
+}
+
 kunit_suite!(
     kp_api,
     "kp_api",

@@ -265,10 +265,14 @@ fn x86_emulated_and_stepped_classes(t: &mut Test) {
     crate::insn_table::check(t, FUNCS, true, runs);
 }
 
-use crate::api_suite::api_fault_handler;
+use crate::api_suite::{api_fault_handler, api_fault_in_handler};
 
 kunit_suite!(
     kp_x86_emu,
     "kp_x86_emu",
-    [x86_emulated_and_stepped_classes, api_fault_handler]
+    [
+        x86_emulated_and_stepped_classes,
+        api_fault_handler,
+        api_fault_in_handler
+    ]
 );
