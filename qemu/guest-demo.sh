@@ -1,5 +1,6 @@
 # Guest job for `make demo`: load the engine, then each example module in
-# turn; user space triggers it (opens a file, forks); show what it caught.
+# turn; user space triggers it (opens a file, forks); show what it caught;
+# then probe events defined by text (kprobe_events).
 . /guest-lib.sh
 # Kernel messages go to the log buffer only; the job shows them per example.
 dmesg -n 1
@@ -7,6 +8,8 @@ echo "=== insmod kprobes.ko"
 insmod $M/kprobes.ko || exit 1
 echo "=== the examples, one at a time (KP-CHECK lines compare with user space)"
 run_examples
+echo "=== kprobe_events: the tutorial sequence, output in the kernel's trace buffer"
+run_events
 echo "=== kprobe_example and kretprobe_example together on do_sys_open"
 insmod $M/kprobe_example.ko testfile=/proc/version
 insmod $M/kretprobe_example.ko
