@@ -132,6 +132,15 @@ struct kp_insn {
  * instruction, -EINVAL misaligned (arm64). */
 int kp_decode_insn(unsigned long addr, struct kp_insn *out);
 
+/* ---- probe events (kprobe_events) from code ---- */
+
+/* Runs one kprobe_events line, as `echo LINE >> kprobe_events` would: 0 or
+ * -errno (the reason is in /sys/kernel/debug/kp/error_log). */
+int kp_event_command(const char *line);
+/* The trace event id of GROUP/EVENT (NULL group: "kprobes_rs"), as tracefs
+ * `id` shows it and perf's PERF_TYPE_TRACEPOINT takes it; -ENOENT. */
+int kp_event_id(const char *group, const char *event);
+
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;
 

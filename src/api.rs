@@ -86,6 +86,31 @@ extern "C" {
     pub fn kp_lookup_symbol(name: *const kernel::ffi::c_char, size: *mut c_ulong) -> c_ulong;
     /// Describes the instruction at `addr`.
     pub fn kp_decode_insn(addr: c_ulong, out: *mut KpInsn) -> c_int;
+    /// Runs one `kprobe_events` line.
+    pub fn kp_event_command(line: *const kernel::ffi::c_char) -> c_int;
+    /// The trace event id of a probe event.
+    pub fn kp_event_id(
+        group: *const kernel::ffi::c_char,
+        event: *const kernel::ffi::c_char,
+    ) -> c_int;
+}
+
+/// Runs one `kprobe_events` line (`p:...`, `r:...`, `-:...`), as writing it
+/// to `/sys/kernel/debug/kp/kprobe_events` with `>>` would. The reason for a
+/// refusal is in `error_log`.
+pub fn event_command(line: &CStr) -> Result {
+    // SAFETY: NUL-terminated.
+    to_result(unsafe { kp_event_command(line.as_ptr().cast()) })
+}
+
+/// The trace event id of a probe event (`None` group: the default group),
+/// for `PERF_TYPE_TRACEPOINT` counters.
+pub fn event_id(group: Option<&CStr>, event: &CStr) -> Result<u32> {
+    let g = group.map_or(core::ptr::null(), |g| g.as_ptr().cast());
+    // SAFETY: NUL-terminated or null.
+    let r = unsafe { kp_event_id(g, event.as_ptr().cast()) };
+    to_result(r.min(0))?;
+    Ok(r as u32)
 }
 
 /// Where to probe.

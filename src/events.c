@@ -14,6 +14,7 @@
 #include <linux/trace_events.h>
 #include <linux/trace_seq.h>
 #include <linux/ptrace.h>
+#include <linux/perf_event.h>
 
 struct kp_tev;
 
@@ -26,6 +27,7 @@ int kp_tev_register(struct kp_tev *t);
 int kp_tev_unregister(struct kp_tev *t);
 void kp_tev_free(struct kp_tev *t);
 bool kp_tev_enabled(struct kp_tev *t);
+int kp_tev_id(struct kp_tev *t);
 void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		   unsigned long ret_ip);
 
@@ -61,6 +63,7 @@ struct kp_tev {
 	void *owner;			/* the Rust event */
 	bool is_return;
 	bool registered;
+	atomic_t perf_users;		/* perf events attached */
 };
 
 static DEFINE_MUTEX(kp_events_mutex);
@@ -164,8 +167,24 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 			}
 		}
 		return -ENOENT;
+#ifdef CONFIG_PERF_EVENTS
+	case TRACE_REG_PERF_REGISTER:
+		/* The perf core has set up call->perf_events. */
+		if (!try_module_get(THIS_MODULE))
+			return -ENODEV;
+		atomic_inc(&t->perf_users);
+		return 0;
+	case TRACE_REG_PERF_UNREGISTER:
+		atomic_dec(&t->perf_users);
+		module_put(THIS_MODULE);
+		return 0;
+	case TRACE_REG_PERF_OPEN:
+	case TRACE_REG_PERF_CLOSE:
+	case TRACE_REG_PERF_ADD:
+	case TRACE_REG_PERF_DEL:
+		return 0;
+#endif
 	default:
-		/* perf is not supported (yet). */
 		return -EOPNOTSUPP;
 	}
 }
@@ -222,7 +241,7 @@ int kp_tev_unregister(struct kp_tev *t)
 
 	if (!t->registered)
 		return 0;
-	if (!list_empty(&t->files))
+	if (!list_empty(&t->files) || atomic_read(&t->perf_users))
 		return -EBUSY;
 	/* This also unregisters the trace_event (as for the kernel's probe
 	 * events: trace_probe_unregister_event_call()). */
@@ -238,11 +257,52 @@ void kp_tev_free(struct kp_tev *t)
 	kfree(t);
 }
 
-/* Whether some trace instance has the event enabled. */
+/* Whether some trace instance or perf event has the event enabled. */
 bool kp_tev_enabled(struct kp_tev *t)
 {
-	return !list_empty(&t->files);
+	return !list_empty(&t->files) || atomic_read(&t->perf_users);
 }
+
+/* The event's type id (tracefs `id`, perf's PERF_TYPE_TRACEPOINT config). */
+int kp_tev_id(struct kp_tev *t)
+{
+	return t->call.event.type;
+}
+
+#ifdef CONFIG_PERF_EVENTS
+/* The record for perf, built like the trace buffer's (kprobe_perf_func()). */
+static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
+			unsigned long ip, unsigned long ret_ip, size_t head_size)
+{
+	struct hlist_head *head = this_cpu_ptr(t->call.perf_events);
+	size_t args;
+	int size, rctx;
+	void *entry;
+
+	if (hlist_empty(head))
+		return;
+	args = kp_ev_args_size(t->owner, regs, ret_ip);
+	size = ALIGN(head_size + args + sizeof(u32), sizeof(u64)) - sizeof(u32);
+	/* perf_trace_buf_alloc() WARNs above this. */
+	if (size > PERF_MAX_TRACE_SIZE)
+		return;
+	entry = perf_trace_buf_alloc(size, NULL, &rctx);
+	if (!entry)
+		return;
+	if (t->is_return) {
+		struct kp_ret_entry_head *h = entry;
+
+		h->func = ip;
+		h->ret_ip = ret_ip;
+	} else {
+		((struct kp_entry_head *)entry)->ip = ip;
+	}
+	memset(entry + head_size, 0, size - head_size);
+	kp_ev_store_args(t->owner, regs, ret_ip, entry, head_size, args);
+	perf_trace_buf_submit(entry, size, rctx, t->call.event.type, 1, regs,
+			      head, NULL);
+}
+#endif
 
 /* Writes one record to every instance that has the event enabled.
  * Trap context (interrupts off). */
@@ -279,4 +339,8 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		trace_event_buffer_commit(&fbuffer);
 	}
 	rcu_read_unlock();
+#ifdef CONFIG_PERF_EVENTS
+	if (atomic_read(&t->perf_users))
+		kp_tev_perf(t, regs, ip, ret_ip, head);
+#endif
 }

@@ -56,6 +56,7 @@ extern "C" {
     fn kp_tev_unregister(t: *mut c_void) -> c_int;
     fn kp_tev_free(t: *mut c_void);
     fn kp_tev_enabled(t: *mut c_void) -> bool;
+    fn kp_tev_id(t: *mut c_void) -> c_int;
     fn kp_tev_record(t: *mut c_void, regs: *mut pt_regs, ip: usize, ret_ip: usize);
     fn trace_define_field(
         call: *mut c_void,
@@ -726,6 +727,63 @@ pub(crate) unsafe extern "C" fn kp_events_write(buf: *const c_char, len: usize) 
         }
     }
     len as c_long
+}
+
+/// `kp_event_command()`: runs one `kprobe_events` line, as writing it to the
+/// control file with `>>` would (for modules that define events in code,
+/// like the kernel's `kprobe_event_gen_cmd` API). 0 or -errno; refused lines
+/// are explained in `error_log`.
+///
+/// # Safety
+///
+/// `line` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn kp_event_command(line: *const c_char) -> c_int {
+    if line.is_null() {
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: NUL-terminated per the contract.
+    let line = unsafe { CStr::from_char_ptr(line) };
+    let Ok(text) = core::str::from_utf8(line.as_bytes()) else {
+        return -(bindings::EINVAL as c_int);
+    };
+    let mut g = Locked::lock();
+    match run_line(&mut g, text) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `kp_event_id()`: the trace event type of `GROUP/EVENT` (null group: the
+/// default), the `id` tracefs shows and perf's `PERF_TYPE_TRACEPOINT`
+/// config; `-ENOENT` if there is no such event.
+///
+/// # Safety
+///
+/// `group` is null or NUL-terminated; `event` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn kp_event_id(group: *const c_char, event: *const c_char) -> c_int {
+    if event.is_null() {
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: NUL-terminated per the contract.
+    let event = unsafe { CStr::from_char_ptr(event) }.as_bytes();
+    let group = if group.is_null() {
+        ep::DEFAULT_GROUP.as_bytes()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_char_ptr(group) }.as_bytes()
+    };
+    let mut g = Locked::lock();
+    match g
+        .events()
+        .iter()
+        .find(|e| e.name_str().as_bytes() == event && e.group_str().as_bytes() == group)
+    {
+        // SAFETY: a registered event of ours.
+        Some(e) => unsafe { kp_tev_id(e.tev) },
+        None => -(bindings::ENOENT as c_int),
+    }
 }
 
 // ---- the hit path ----

@@ -31,6 +31,8 @@ EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
 EXPORT_SYMBOL_GPL(kp_lookup_symbol);
 EXPORT_SYMBOL_GPL(kp_decode_insn);
+EXPORT_SYMBOL_GPL(kp_event_command);
+EXPORT_SYMBOL_GPL(kp_event_id);
 
 /* Serialises registration, unregistration and text patching. */
 static DEFINE_MUTEX(kp_reg_mutex);
