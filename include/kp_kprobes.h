@@ -35,6 +35,7 @@ typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 /* kp_kprobe.flags */
 #define KP_FLAG_GONE		1 /* the probed text went away */
 #define KP_FLAG_DISABLED	2 /* registered but not armed */
+#define KP_FLAG_FTRACE		4 /* out: served by ftrace at a call site */
 
 struct kp_kprobe {
 	/* In: the address to probe, or NULL to use symbol_name + offset.

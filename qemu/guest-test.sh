@@ -17,7 +17,13 @@ if true; then
 	activity
 	check example-hits sh -c "dmesg | grep -q 'filename = \"/proc/version\"'"
 	check kernel-kprobes-unused kernel_kprobes_unused
-	check debugfs-list grep -q 'do_sys_open+0x[0-9a-f]*  hits=[1-9]' $KP/list
+	check debugfs-list grep -qE 'do_sys_open\+0x[0-9a-f]+  (\[FTRACE\]  )?hits=[1-9]' $KP/list
+	# x86_64: a function entry is served by ftrace; arm64: by a BRK past
+	# the patchable entry (no ftrace registers in 6.12).
+	case $ARCH in
+	x86_64) check debugfs-list-ftrace grep -q 'do_sys_open+0x0  \[FTRACE\]' $KP/list ;;
+	*) check debugfs-list-brk grep -q 'do_sys_open+0x8  hits=' $KP/list ;;
+	esac
 	check debugfs-enabled-reads-1 grep -qx 1 $KP/enabled
 	echo 0 >$KP/enabled
 	before=$(hits do_sys_open)
@@ -28,6 +34,14 @@ if true; then
 	check debugfs-reenabled-hits [ "$(hits do_sys_open)" -gt "$before" ]
 	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
 	check example-rmmod rmmod kprobe_example
+	# The ftrace switch: off, a new entry probe takes a breakpoint.
+	echo 0 >$KP/ftrace
+	insmod $M/kprobe_example.ko testfile=/proc/version
+	activity
+	check ftrace-off-breakpoint sh -c "grep -E 'do_sys_open\+0x[0-9a-f]+  ' $KP/list | grep -vq FTRACE"
+	check ftrace-off-hits [ "$(hits do_sys_open)" -gt 0 ]
+	rmmod kprobe_example
+	echo 1 >$KP/ftrace
 	run_examples
 	# The client module of README.md, built out of tree by build-client.sh.
 	check readme-client-insmod insmod $M/my_probe.ko

@@ -22,6 +22,8 @@ pub type FaultHandler = unsafe extern "C" fn(*mut KpKprobe, *mut pt_regs, c_int)
 pub const KP_FLAG_GONE: c_uint = 1;
 /// `KP_FLAG_DISABLED`: registered but not armed.
 pub const KP_FLAG_DISABLED: c_uint = 2;
+/// `KP_FLAG_FTRACE` (out): served by ftrace at a function's call site.
+pub const KP_FLAG_FTRACE: c_uint = 4;
 
 /// `struct kp_kprobe`.
 #[repr(C)]

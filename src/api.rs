@@ -195,6 +195,12 @@ impl Probe {
     pub fn is_gone(&self) -> bool {
         self.flags() & KP_FLAG_GONE != 0
     }
+
+    /// Whether the probe is served by ftrace at a function's call site
+    /// (no breakpoint; x86_64).
+    pub fn is_ftrace(&self) -> bool {
+        self.flags() & KP_FLAG_FTRACE != 0
+    }
 }
 
 /// The handlers of a [`Kprobe`], implemented by the client on its own state.

@@ -7,6 +7,8 @@
 //!   and miss counters: `address  k  symbol+offset [module]  [FLAGS]  hits=N missed=M`;
 //! - `enabled`: reads 0/1; write 0 to disarm every probe, 1 to re-arm;
 //! - `blacklist`: the refused ranges with the reason;
+//! - `ftrace`: 1 (default) lets new entry probes use ftrace call sites
+//!   (`ftrace.rs`), 0 keeps them on breakpoints;
 //! - `kprobe_events`, `kprobe_profile`, `error_log`: probe events defined by
 //!   text (see `events.rs`).
 //!
@@ -23,6 +25,7 @@ const BLACKLIST: c_ulong = 3;
 const EVENTS: c_ulong = 4;
 const PROFILE: c_ulong = 5;
 const ERROR_LOG: c_ulong = 6;
+const FTRACE: c_ulong = 7;
 
 extern "C" {
     fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
@@ -52,7 +55,8 @@ pub(crate) fn init() -> Result {
         pr_warn!("debugfs unavailable ({}); no introspection files\n", r);
         return Ok(());
     }
-    let files: [(&CStr, u16, c_ulong); 5] = [
+    let files: [(&CStr, u16, c_ulong); 6] = [
+        (c_str!("ftrace"), 0o644, FTRACE),
         (c_str!("list"), 0o444, LIST),
         (c_str!("enabled"), 0o644, ENABLED),
         (c_str!("blacklist"), 0o444, BLACKLIST),
@@ -90,6 +94,7 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
     let _ = match which {
         LIST => crate::registry::write_list(&mut w),
         ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
+        FTRACE => writeln!(w, "{}", u8::from(crate::ftrace::enabled())),
         BLACKLIST => crate::blacklist::write(&mut w),
         EVENTS => crate::events::write_events(&mut w),
         PROFILE => crate::events::write_profile(&mut w),
@@ -125,6 +130,14 @@ pub(crate) unsafe extern "C" fn kp_debugfs_write(
     let r = match (which, word) {
         (ENABLED, b"0") => crate::registry::set_global_enabled(false),
         (ENABLED, b"1") => crate::registry::set_global_enabled(true),
+        (FTRACE, b"0" | b"1") => {
+            crate::ftrace::set_enabled(word == b"1");
+            Ok(())
+        }
+        (FTRACE, _) => {
+            pr_err!("debugfs ftrace: write 0 or 1\n");
+            Err(EINVAL)
+        }
         (ERROR_LOG, _) => {
             crate::events::clear_error_log();
             Ok(())

@@ -18,6 +18,7 @@ mod errno;
 #[allow(dead_code, unreachable_pub)]
 mod event_parse;
 mod events;
+mod ftrace;
 mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 mod kretprobe;

@@ -21,6 +21,7 @@ use crate::percpu::{stage, Cpu, Frame, MAX_DEPTH};
 use crate::registry::{self, Point, Probe};
 use core::sync::atomic::Ordering;
 use kernel::bindings;
+use kernel::prelude::*;
 
 /// Iterates the enabled probes of `point`.
 fn enabled(point: &Point) -> impl Iterator<Item = &Probe> {
@@ -91,6 +92,73 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         cpu.set_frame(level, f);
     }
     true
+}
+
+/// Set once a redirect on the ftrace path could not be honoured (reported
+/// once).
+static REDIRECT_REFUSED: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
+
+/// The engine's ftrace_ops saw the call site `ip` with the saved `regs`
+/// (interrupts off, `src/ftrace.c`): the kernel's kprobes-on-ftrace
+/// semantics. The pre handlers see the instruction pointer one past the site
+/// (x86_64, as after an int3); one returning non-zero has set where to
+/// resume. Otherwise the call site counts as executed: the post handlers see
+/// the instruction pointer past it, and the function goes on where ftrace
+/// was called from.
+#[no_mangle]
+pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) {
+    let Some(point) = registry::lookup(ip) else {
+        return;
+    };
+    // SAFETY: the ftrace callback passes its saved registers, ours to use.
+    let regs = unsafe { &mut *regs };
+    // SAFETY: interrupts are off (the C callback disabled them).
+    let cpu = unsafe { Cpu::this() };
+    if cpu.depth() > 0 {
+        // Inside another probe's handler on this CPU: count, run nothing.
+        for p in enabled(point) {
+            p.count_missed();
+        }
+        return;
+    }
+    let frame = Frame {
+        point,
+        stage: stage::HANDLERS,
+        saved: 0,
+    };
+    if cpu.push(frame).is_none() {
+        return;
+    }
+    let (orig_ip, orig_sp) = (arch::regs::ip(regs), arch::regs::sp(regs));
+    arch::regs::set_ip(regs, ip + arch::FTRACE_PRE_IP_OFFSET);
+    for p in enabled(point) {
+        p.hits.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `user` is valid while registered.
+        if let Some(pre) = unsafe { (*p.user).pre_handler } {
+            // SAFETY: the contract of kp_pre_handler_t.
+            if unsafe { pre(p.user, regs) } != 0 {
+                // Redirected: ftrace resumes at the new instruction pointer
+                // (a return-to-caller goes through a `ret` stub, as ftrace
+                // keeps the stack pointer).
+                if !arch::ftrace_fixup_redirect(regs, orig_sp, orig_ip)
+                    && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
+                {
+                    pr_err!(
+                        "ftrace entry probe at {:#x}: a handler moved the stack pointer; \
+                         only a return to the caller can be honoured there\n",
+                        ip
+                    );
+                }
+                cpu.pop();
+                return;
+            }
+        }
+    }
+    arch::regs::set_ip(regs, ip + arch::FTRACE_SITE_LEN);
+    run_post(point, regs);
+    arch::regs::set_ip(regs, orig_ip);
+    cpu.pop();
 }
 
 /// Runs the enabled probes' post handlers. The caller marks this CPU busy.

@@ -17,7 +17,7 @@
 //! Probe lists are copy-on-write: a change builds a new list, publishes it,
 //! waits a grace period, then frees the old one.
 
-use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_GONE};
+use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE};
 use crate::arch;
 use crate::symbols;
 use core::ptr::null_mut;
@@ -87,6 +87,9 @@ pub(crate) struct Point {
     pub(crate) addr: usize,
     /// The prepared instruction.
     pub(crate) insn: arch::ArchInsn,
+    /// Served by the engine's ftrace_ops (an ftrace call site), not by a
+    /// breakpoint.
+    pub(crate) ftrace: bool,
     /// The probes here; never empty while the point is in the table.
     list: AtomicPtr<ProbeList>,
     /// Whether the breakpoint is in the text.
@@ -277,8 +280,9 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
     }
 }
 
-/// Checks that `addr` is probe-able text and finds its function.
-fn validate(addr: usize) -> Result<symbols::Symbol> {
+/// Checks that `addr` is probe-able text and finds its function. `ftrace`:
+/// the probe takes the ftrace path, so the site being ftrace's is fine.
+fn validate(addr: usize, ftrace: bool) -> Result<symbols::Symbol> {
     let Some(sym) = symbols::symbol_at(addr) else {
         pr_err!("{:#x} is in no symbol\n", addr);
         return Err(EINVAL);
@@ -301,8 +305,10 @@ fn validate(addr: usize) -> Result<symbols::Symbol> {
         return Err(EINVAL);
     }
     if let Some(why) = symbols::reserved_by(addr, arch::FTRACE_GUARD) {
-        pr_err!("{} is {}: other kernel code rewrites it\n", sym.text(), why);
-        return Err(EBUSY);
+        if !(ftrace && why == symbols::FTRACE_SITE) {
+            pr_err!("{} is {}: other kernel code rewrites it\n", sym.text(), why);
+            return Err(EBUSY);
+        }
     }
     if symbols::has_extable_entry(addr) {
         // A fault there is fixed up through the exception table by the
@@ -335,14 +341,32 @@ fn wants_armed(point: &Point) -> bool {
         })
 }
 
+/// Writes the breakpoint, or adds the ftrace site to the engine's filter.
+fn arm_point(point: &Point) -> Result {
+    if point.ftrace {
+        crate::ftrace::arm(point.addr)
+    } else {
+        arch::arm(point.addr, &point.insn)
+    }
+}
+
+/// Undoes [`arm_point`].
+fn disarm_point(point: &Point) -> Result {
+    if point.ftrace {
+        crate::ftrace::disarm(point.addr)
+    } else {
+        arch::disarm(point.addr, &point.insn)
+    }
+}
+
 /// Arms or disarms `point` to match [`wants_armed`]. Registration lock held.
 fn sync_armed(_g: &RegGuard, point: &Point) -> Result {
     let want = wants_armed(point);
     if want != point.armed.load(Ordering::Relaxed) {
         if want {
-            arch::arm(point.addr, &point.insn)?;
+            arm_point(point)?;
         } else {
-            arch::disarm(point.addr, &point.insn)?;
+            disarm_point(point)?;
         }
         point.armed.store(want, Ordering::Relaxed);
     }
@@ -412,7 +436,13 @@ fn remove_from_all(_g: &RegGuard, probe: *mut Probe) {
     }
 }
 
-fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::Symbol) -> Result {
+fn register_locked(
+    g: &RegGuard,
+    p: &mut KpKprobe,
+    addr: usize,
+    ftrace: bool,
+    sym: &symbols::Symbol,
+) -> Result {
     let disabled = p.flags & KP_FLAG_DISABLED != 0;
     let probe = KBox::into_raw(KBox::new(
         Probe {
@@ -444,11 +474,15 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
             point
         }
         None => {
-            let insn = match arch::prepare(addr, sym.start, sym.size) {
-                Ok(i) => i,
-                Err(e) => {
-                    free_probe();
-                    return Err(e);
+            let insn = if ftrace {
+                arch::ftrace_insn(addr)
+            } else {
+                match arch::prepare(addr, sym.start, sym.size) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        free_probe();
+                        return Err(e);
+                    }
                 }
             };
             let made = new_list(&[], Some(probe), core::ptr::null()).and_then(|list| {
@@ -456,6 +490,7 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
                     Point {
                         addr,
                         insn,
+                        ftrace,
                         list: AtomicPtr::new(null_mut()),
                         armed: AtomicBool::new(false),
                         next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
@@ -494,6 +529,9 @@ fn register_locked(g: &RegGuard, p: &mut KpKprobe, addr: usize, sym: &symbols::S
         return Err(e);
     }
     add_to_all(g, probe);
+    if point.ftrace {
+        p.flags |= KP_FLAG_FTRACE;
+    }
     p.addr = addr as *mut _;
     p.kp_private = probe.cast();
     Ok(())
@@ -550,7 +588,7 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Option<Retired> {
     // SAFETY: `probe` is live.
     unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
     if list.is_empty() && point.armed.load(Ordering::Relaxed) {
-        if let Err(e) = arch::disarm(point.addr, &point.insn) {
+        if let Err(e) = disarm_point(point) {
             // The breakpoint stays: keep the point (and its copy) forever,
             // with no probe on it; hits just run the instruction.
             pr_err!(
@@ -639,22 +677,30 @@ fn check_new(p: &KpKprobe) -> Result {
     Ok(())
 }
 
-/// Where a request for `addr` really probes: a function entry moves past
-/// what the arch reserves there (the ftrace site; see the backends).
-fn adjust_entry(addr: usize) -> usize {
+/// Where a request for `addr` really probes, and whether through ftrace: a
+/// function entry (or its ftrace site) goes to the ftrace site when the
+/// ftrace path is on and the arch has it, else past what the arch reserves
+/// there (see the backends).
+fn adjust_entry(addr: usize) -> (usize, bool) {
+    let ftrace = crate::ftrace::entry_enabled();
     match symbols::symbol_at(addr) {
-        Some(s) if s.start == addr => arch::entry_probe_address(s.start, s.size),
-        _ => addr,
+        Some(s) if s.start == addr => match arch::ftrace_entry_site(s.start, s.size) {
+            Some(site) if ftrace => (site, true),
+            _ => (arch::entry_probe_address(s.start, s.size), false),
+        },
+        _ if ftrace && symbols::is_ftrace_site(addr) => (addr, true),
+        _ => (addr, false),
     }
 }
 
-/// Where `p` will really probe (entry adjustment included), validated, and
-/// the function it is in. Registration lock held: the text cannot change
-/// under the checks (no point is freed, no module finishes going away).
-fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, symbols::Symbol)> {
-    let addr = adjust_entry(requested_address(p)?);
-    let sym = validate(addr)?;
-    Ok((addr, sym))
+/// Where `p` will really probe (entry adjustment included), whether through
+/// ftrace, validated, and the function it is in. Registration lock held: the
+/// text cannot change under the checks (no point is freed, no module
+/// finishes going away).
+fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Symbol)> {
+    let (addr, ftrace) = adjust_entry(requested_address(p)?);
+    let sym = validate(addr, ftrace)?;
+    Ok((addr, ftrace, sym))
 }
 
 /// For kretprobes: checks that `p` names a function entry (symbol + 0, or
@@ -666,7 +712,8 @@ pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
         pr_err!("kretprobe: {:#x} is not a function entry\n", addr);
         return Err(EINVAL);
     };
-    validate(adjust_entry(addr))?;
+    let (at, ftrace) = adjust_entry(addr);
+    validate(at, ftrace)?;
     Ok(sym)
 }
 
@@ -676,8 +723,8 @@ fn register(p: &mut KpKprobe) -> Result {
     // Leftovers of an earlier registration, as the kernel clears them.
     p.flags &= KP_FLAG_DISABLED;
     p.nmissed = 0;
-    let (addr, sym) = resolve(&g, p)?;
-    register_locked(&g, p, addr, &sym)
+    let (addr, ftrace, sym) = resolve(&g, p)?;
+    register_locked(&g, p, addr, ftrace, &sym)
 }
 
 /// `kp_register_kprobe()`: registers (and, unless `KP_FLAG_DISABLED`, arms) a
@@ -931,7 +978,13 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             unsafe { (*probe.user).flags |= KP_FLAG_GONE };
         }
         // The text is about to be freed: no need to restore it, but make
-        // sure no CPU still runs the copy before the slot is reused.
+        // sure no CPU still runs the copy before the slot is reused. An
+        // ftrace site leaves the filter now (ftrace drops the module's
+        // records after this notifier).
+        if point.ftrace && point.armed.load(Ordering::Relaxed) {
+            let _ = disarm_point(point);
+            point.armed.store(false, Ordering::Relaxed);
+        }
         unlink(&g, point);
         free_point(&g, point);
     }
@@ -994,7 +1047,9 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
             } else {
                 // SAFETY: points are live under the lock.
                 let point = unsafe { &*pp };
-                if arch::boostable(&point.insn) && !point.any_post_handler() {
+                if point.ftrace {
+                    write!(w, "  [FTRACE]")?;
+                } else if arch::boostable(&point.insn) && !point.any_post_handler() {
                     write!(w, "  [BOOSTED]")?;
                 }
             }

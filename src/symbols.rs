@@ -298,6 +298,9 @@ pub(crate) fn has_extable_entry(addr: usize) -> bool {
     }
 }
 
+/// What [`reserved_by`] says of an ftrace call site.
+pub(crate) const FTRACE_SITE: &str = "an ftrace call site";
+
 /// Why the text at `addr` belongs to another kernel text-patching user, if
 /// it does: jump labels, static calls, alternatives, or an ftrace call site
 /// within `[addr, addr + ftrace_guard]` (the arch says how far ftrace's
@@ -328,10 +331,25 @@ pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static s
             f(addr, addr + ftrace_guard)
         };
         if site != 0 {
-            return Some("an ftrace call site");
+            return Some(FTRACE_SITE);
         }
     }
     None
+}
+
+/// Whether `addr` is exactly an ftrace call site.
+pub(crate) fn is_ftrace_site(addr: usize) -> bool {
+    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
+    if f == 0 {
+        return false;
+    }
+    // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with the C
+    // signature `unsigned long (unsigned long, unsigned long)`.
+    let site = unsafe {
+        let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
+        f(addr, addr)
+    };
+    site == addr
 }
 
 /// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).

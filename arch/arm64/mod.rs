@@ -83,6 +83,38 @@ const MOV_X9_X30: u32 = 0xaa1e_03e9;
 /// `nop`.
 const NOP: u32 = 0xd503_201f;
 
+/// Where a function's ftrace call site is, if entry probes may use it: never
+/// on arm64 of 6.12 (no `DYNAMIC_FTRACE_WITH_REGS`; see `src/ftrace.rs`).
+pub(crate) fn ftrace_entry_site(_start: usize, _size: usize) -> Option<usize> {
+    None
+}
+
+/// An inert instruction record for a point served by ftrace (unused on
+/// arm64, see [`ftrace_entry_site`]).
+pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
+    ArchInsn {
+        orig: read_insn(addr).unwrap_or(NOP),
+        class: Class::Steppable,
+        slot: 0,
+    }
+}
+
+/// After a redirect on the ftrace path (unused on arm64, see
+/// [`ftrace_entry_site`]).
+pub(crate) fn ftrace_fixup_redirect(
+    _regs: &mut bindings::pt_regs,
+    _orig_sp: usize,
+    _orig_ip: usize,
+) -> bool {
+    true
+}
+
+/// Bytes of an ftrace call site (the `bl` of the patchable entry).
+pub(crate) const FTRACE_SITE_LEN: usize = 4;
+/// Where the pre handler sees the program counter on the ftrace path,
+/// relative to the site.
+pub(crate) const FTRACE_PRE_IP_OFFSET: usize = 0;
+
 /// Reads the instruction at `addr`, with the original in place of our BRK.
 fn read_insn(addr: usize) -> Result<u32> {
     let mut w = 0u32;
