@@ -4,6 +4,11 @@
 . /guest-lib.sh
 echo 0 >/proc/sys/debug/kprobes-optimization
 check bench-engine-insmod insmod $M/kprobes.ko
-check bench-run insmod $M/kp_bench.ko
+# KP_CMDLINE=kp_bench_rows=kprobe-entry,kretprobe make bench: only those rows.
+rows=all
+for w in $(cat /proc/cmdline); do
+	case $w in kp_bench_rows=*) rows=${w#kp_bench_rows=} ;; esac
+done
+check bench-run insmod $M/kp_bench.ko rows=$rows
 rmmod kp_bench
 rmmod kprobes

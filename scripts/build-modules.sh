@@ -11,8 +11,10 @@ kdir=$(kdir_for "$arch")
 [ -f "$kdir/.built" ] || "$here/scripts/setup.sh" "$arch"
 out="$here/out/$arch/src"
 mkdir -p "$out"
-# -c: compare contents, so unchanged files keep their times and Kbuild stays incremental.
-rsync -a -c --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
+# -c --no-times: compare contents; unchanged files keep their times (Kbuild
+# stays incremental), changed ones get the time of the copy, so an edit made
+# while a build ran can never look older than its object.
+rsync -a -c --no-times --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
 	--exclude 'modules.order' --exclude 'Module.symvers' --exclude '*.rmeta' --exclude '*.d' \
 	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$here/bench" "$out/"
 extra=()
