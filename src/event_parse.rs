@@ -520,20 +520,33 @@ fn tokens(s: &str, base: usize) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// Checks a group, event or argument name: not empty, at most `max` bytes,
+/// a C identifier; `errs` are the error kinds for those three cases.
+fn check_name(s: &str, max: usize, errs: [ErrKind; 3], pos: usize) -> Res<()> {
+    let [empty, too_long, bad] = errs;
+    if s.is_empty() {
+        return err(empty, pos);
+    }
+    if s.len() > max {
+        return err(too_long, pos);
+    }
+    if !is_ident(s) {
+        return err(bad, pos);
+    }
+    Ok(())
+}
+
 /// `[GRP/]EVENT` after the `:`; either part may be missing.
 fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Option<&str>)> {
     let (group, event, epos) = match s.find('/') {
         Some(i) => {
             let g = sub(s, 0, i);
-            if g.is_empty() {
-                return err(ErrKind::NoGroupName, pos);
-            }
-            if g.len() > MAX_EVENT_NAME_LEN {
-                return err(ErrKind::GroupTooLong, pos);
-            }
-            if !is_ident(g) {
-                return err(ErrKind::BadGroupName, pos);
-            }
+            let errs = [
+                ErrKind::NoGroupName,
+                ErrKind::GroupTooLong,
+                ErrKind::BadGroupName,
+            ];
+            check_name(g, MAX_EVENT_NAME_LEN, errs, pos)?;
             (Some(g), from(s, i + 1), pos + i + 1)
         }
         None => (None, s, pos),
@@ -544,12 +557,12 @@ fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Opti
         }
         return Ok((group, None));
     }
-    if event.len() > MAX_EVENT_NAME_LEN {
-        return err(ErrKind::EventTooLong, epos);
-    }
-    if !is_ident(event) {
-        return err(ErrKind::BadEventName, epos);
-    }
+    let errs = [
+        ErrKind::NoEventName,
+        ErrKind::EventTooLong,
+        ErrKind::BadEventName,
+    ];
+    check_name(event, MAX_EVENT_NAME_LEN, errs, epos)?;
     Ok((group, Some(event)))
 }
 
@@ -862,15 +875,12 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let (name, body, bpos) = match tok.find('=') {
         Some(i) => {
             let n = sub(tok, 0, i);
-            if n.is_empty() {
-                return err(ErrKind::NoArgName, pos);
-            }
-            if n.len() > MAX_ARG_NAME_LEN {
-                return err(ErrKind::ArgNameTooLong, pos);
-            }
-            if !is_ident(n) {
-                return err(ErrKind::BadArgName, pos);
-            }
+            let errs = [
+                ErrKind::NoArgName,
+                ErrKind::ArgNameTooLong,
+                ErrKind::BadArgName,
+            ];
+            check_name(n, MAX_ARG_NAME_LEN, errs, pos)?;
             (Some(n), from(tok, i + 1), pos + i + 1)
         }
         None => (None, tok, pos),

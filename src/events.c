@@ -269,6 +269,21 @@ int kp_tev_id(struct kp_tev *t)
 	return t->call.event.type;
 }
 
+/* The head of a record: the probe address (return probes: the function and
+ * where it returns to). */
+static void kp_fill_head(struct kp_tev *t, void *entry, unsigned long ip,
+			 unsigned long ret_ip)
+{
+	if (t->is_return) {
+		struct kp_ret_entry_head *h = entry;
+
+		h->func = ip;
+		h->ret_ip = ret_ip;
+	} else {
+		((struct kp_entry_head *)entry)->ip = ip;
+	}
+}
+
 #ifdef CONFIG_PERF_EVENTS
 /* The record for perf, built like the trace buffer's (kprobe_perf_func()). */
 static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
@@ -289,14 +304,7 @@ static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
 	entry = perf_trace_buf_alloc(size, NULL, &rctx);
 	if (!entry)
 		return;
-	if (t->is_return) {
-		struct kp_ret_entry_head *h = entry;
-
-		h->func = ip;
-		h->ret_ip = ret_ip;
-	} else {
-		((struct kp_entry_head *)entry)->ip = ip;
-	}
+	kp_fill_head(t, entry, ip, ret_ip);
 	memset(entry + head_size, 0, size - head_size);
 	kp_ev_store_args(t->owner, regs, ret_ip, entry, head_size, args);
 	perf_trace_buf_submit(entry, size, rctx, t->call.event.type, 1, regs,
@@ -327,14 +335,7 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		if (!entry)
 			continue;
 		fbuffer.regs = regs;
-		if (t->is_return) {
-			struct kp_ret_entry_head *h = entry;
-
-			h->func = ip;
-			h->ret_ip = ret_ip;
-		} else {
-			((struct kp_entry_head *)entry)->ip = ip;
-		}
+		kp_fill_head(t, entry, ip, ret_ip);
 		kp_ev_store_args(t->owner, regs, ret_ip, entry, head, size);
 		trace_event_buffer_commit(&fbuffer);
 	}

@@ -80,19 +80,9 @@ fn head_size(is_return: bool) -> usize {
     }
 }
 
-/// One operation of a compiled fetch program (symbols resolved).
-#[derive(Clone, Copy)]
-enum COp {
-    Reg(u16),
-    Stack(u32),
-    StackAddr,
-    Arg(u32),
-    Retval,
-    Comm,
-    Imm(u64),
-    Addr(u64),
-    Deref { offset: i64, user: bool },
-}
+/// One operation of a compiled fetch program: the parser's, with every
+/// `@SYM` resolved to an [`Op::Addr`] (so nothing borrows the line).
+type COp = Op<'static>;
 
 /// A compiled fetch argument.
 struct Arg {
@@ -368,23 +358,23 @@ fn compile_arg(
     let mut ops = [COp::Imm(0); ep::MAX_OPS];
     for (o, op) in ops.iter_mut().zip(a.program()) {
         *o = match *op {
-            Op::Reg(r) => COp::Reg(r),
-            Op::Stack(n) => COp::Stack(n),
-            Op::StackAddr => COp::StackAddr,
-            Op::Arg(n) => COp::Arg(n),
-            Op::Retval => COp::Retval,
-            Op::Comm => COp::Comm,
-            Op::Imm(v) => COp::Imm(v),
-            Op::Addr(v) => COp::Addr(v),
             Op::Symbol { name, offset } => {
                 let mut buf = [0u8; 128];
                 let n = name.len().min(buf.len() - 1);
                 buf[..n].copy_from_slice(&name.as_bytes()[..n]);
                 let c = CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| ErrKind::BadMemAddr)?;
                 let base = crate::symbols::lookup_name(c).ok_or(ErrKind::BadMemAddr)?;
-                COp::Addr((base as u64).wrapping_add(offset as u64))
+                Op::Addr((base as u64).wrapping_add(offset as u64))
             }
-            Op::Deref { offset, user } => COp::Deref { offset, user },
+            Op::Reg(r) => Op::Reg(r),
+            Op::Stack(n) => Op::Stack(n),
+            Op::StackAddr => Op::StackAddr,
+            Op::Arg(n) => Op::Arg(n),
+            Op::Retval => Op::Retval,
+            Op::Comm => Op::Comm,
+            Op::Imm(v) => Op::Imm(v),
+            Op::Addr(v) => Op::Addr(v),
+            Op::Deref { offset, user } => Op::Deref { offset, user },
         };
     }
     let mut name = KVec::new();
@@ -829,7 +819,8 @@ fn run(ops: &[COp], regs: &pt_regs, stop_before_last_deref: bool) -> Option<(u64
                 Location::Stack(a) => read_word(a, false, 8)?,
             },
             COp::Retval => regs::return_value(regs) as u64,
-            COp::Comm => 0,
+            // Resolved at compile time; `$comm` is read as a string.
+            COp::Comm | COp::Symbol { .. } => 0,
             COp::Imm(x) | COp::Addr(x) => x,
             COp::Deref { offset, user } => {
                 let a = v.wrapping_add(offset as u64);
