@@ -4,13 +4,14 @@
 #   make [modules] ARCH=...  build kprobes.ko, tests and examples (x86_64|arm64)
 #   make demo [ARCH=...]     boot QEMU, load the engine and the example, show hits
 #   make test                host tests + KUnit in QEMU on x86_64 and arm64
+#   make test-debug          the same on an x86_64 kernel with lockdep, KASAN, ...
 #   make bench [ARCH=...]    the engine vs the kernel's kprobes, same boot
 #   make check               rustfmt and clippy (CLIPPY=1) over the tree
 
 ARCH ?= x86_64
 SHELL := /bin/bash
 
-.PHONY: all modules setup demo test bench check fmt clean
+.PHONY: all modules setup demo test test-debug bench check fmt clean
 
 all: modules
 
@@ -25,6 +26,11 @@ demo:
 
 test:
 	scripts/test.sh
+
+# The x86_64 kernel with lockdep, KASAN, SLUB debugging, kmemleak and friends
+# (qemu/x86_64-debug.config); the whole guest test set runs on it.
+test-debug:
+	KP_TEST_ARCHES=x86_64-debug scripts/test.sh
 
 bench:
 	scripts/bench.sh $(ARCH)

@@ -16,6 +16,9 @@
 #include <linux/ktime.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/kthread.h>
+#include <linux/completion.h>
+#include <linux/cpumask.h>
 #include "../include/kp_kprobes.h"
 
 #define KP_BENCH_CALLS 1000000
@@ -181,6 +184,93 @@ static int bench_hits(void)
 }
 
 /*
+ * Row 9: every online CPU calls the probed function at once (one kthread per
+ * CPU, released together); per-hit cost averaged over the CPUs. Compare with
+ * row 1 (one CPU) for how each engine scales.
+ */
+#define KP_BENCH_ALL_CALLS (KP_BENCH_CALLS / 4)
+
+static struct {
+	atomic_t ready, go, left;
+	u64 ns[NR_CPUS];
+	struct completion done;
+} all;
+
+static int all_cpus_thread(void *data)
+{
+	int cpu = (long)data, i;
+	u64 t0;
+
+	atomic_inc(&all.ready);
+	while (!atomic_read(&all.go))
+		cpu_relax();
+	t0 = ktime_get_ns();
+	for (i = 0; i < KP_BENCH_ALL_CALLS; i++)
+		sink = kp_bench_target(i);
+	all.ns[cpu] = ktime_get_ns() - t0;
+	if (atomic_dec_and_test(&all.left))
+		complete(&all.done);
+	return 0;
+}
+
+/* Mean ns per CPU for KP_BENCH_ALL_CALLS calls on every online CPU at once. */
+static s64 run_all_cpus(void)
+{
+	unsigned int n = num_online_cpus(), cpu;
+	u64 sum = 0;
+
+	atomic_set(&all.ready, 0);
+	atomic_set(&all.go, 0);
+	atomic_set(&all.left, n);
+	init_completion(&all.done);
+	for_each_online_cpu(cpu) {
+		struct task_struct *t = kthread_create(all_cpus_thread, (void *)(long)cpu,
+						       "kp_bench/%u", cpu);
+
+		if (IS_ERR(t))
+			return PTR_ERR(t);
+		kthread_bind(t, cpu);
+		wake_up_process(t);
+	}
+	while (atomic_read(&all.ready) < n)
+		schedule_timeout_uninterruptible(1);
+	atomic_set(&all.go, 1);
+	wait_for_completion(&all.done);
+	for_each_online_cpu(cpu)
+		sum += all.ns[cpu];
+	return sum / n;
+}
+
+static int bench_all_cpus(void)
+{
+	static struct kprobe kp;
+	static struct kp_kprobe kkp;
+	s64 res[2][KP_BENCH_REPS];
+	int rep, side, ret;
+	char name[48];
+
+	for (rep = 0; rep < KP_BENCH_REPS; rep++) {
+		for (side = 0; side < 2; side++) {
+			s64 base = run_all_cpus(), probed;
+
+			if (base < 0)
+				return base;
+			ret = arm(ROW_KPROBE, side, &kp, &kkp, NULL, NULL);
+			if (ret)
+				return ret;
+			probed = run_all_cpus();
+			disarm(ROW_KPROBE, side, &kp, &kkp, NULL, NULL);
+			if (probed < 0)
+				return probed;
+			res[side][rep] = (probed - base) * 1000 / KP_BENCH_ALL_CALLS;
+		}
+	}
+	snprintf(name, sizeof(name), "kprobe-mid-allcpus(%u)", num_online_cpus());
+	report(name, res[OURS], res[KERNEL]);
+	return 0;
+}
+
+/*
  * Row 7: register + unregister of KP_BENCH_NPROBES probes with the batch
  * API, per probe. All on one address (both engines aggregate them): distinct
  * probe-able addresses that both engines accept alike are not at hand in a
@@ -244,6 +334,8 @@ static int __init kp_bench_init(void)
 	pr_info("KP-BENCH start: %d calls x %d reps, mid offset %d\n",
 		KP_BENCH_CALLS, KP_BENCH_REPS, MID_OFFSET);
 	ret = bench_hits();
+	if (!ret && want("allcpus"))
+		ret = bench_all_cpus();
 	if (!ret && want("register"))
 		ret = bench_register();
 	pr_info("KP-BENCH done: %d\n", ret);

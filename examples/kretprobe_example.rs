@@ -28,7 +28,8 @@ struct Timing {
 }
 
 impl kp::KretprobeHandler for Timing {
-    /// The entry time (`ktime_get()`, ns).
+    /// The entry time (`ktime_get_mono_fast_ns()`: handlers may run in NMI
+    /// context, where `ktime_get()` is not safe).
     type Data = i64;
 
     fn entry(&self, _regs: &Regs) -> Option<i64> {
@@ -37,12 +38,12 @@ impl kp::KretprobeHandler for Timing {
             return None;
         }
         // SAFETY: plain clock read.
-        Some(unsafe { kernel::bindings::ktime_get() })
+        Some(unsafe { kernel::bindings::ktime_get_mono_fast_ns() as i64 })
     }
 
     fn ret(&self, entry_stamp: i64, _info: &ReturnInfo, regs: &mut Regs) {
         // SAFETY: plain clock read.
-        let delta = unsafe { kernel::bindings::ktime_get() } - entry_stamp;
+        let delta = unsafe { kernel::bindings::ktime_get_mono_fast_ns() as i64 } - entry_stamp;
         let (pid, _) = kp::current_pid();
         pr_info!(
             "{} returned {} and took {} ns to execute (comm {}, pid {})\n",

@@ -10,9 +10,18 @@ KSRC="$KP_CACHE/linux-$KVER"
 KBUILD_RECIPE=1
 export PATH="$HOME/.cargo/bin:$PATH"
 
-karch_for() { case "$1" in x86_64) echo x86_64 ;; arm64) echo arm64 ;; *) echo "unknown arch $1" >&2; return 1 ;; esac; }
+# A target is an arch (x86_64, arm64) or a variant of one (x86_64-debug: the
+# kernel's checkers on; qemu/x86_64-debug.config on top of x86_64.config).
+karch_for() { case "$1" in x86_64 | x86_64-*) echo x86_64 ;; arm64 | arm64-*) echo arm64 ;; *) echo "unknown arch $1" >&2; return 1 ;; esac; }
+# The config fragments of a target, in merge order.
+configs_for() {
+	local base
+	base=$(karch_for "$1") || return 1
+	echo "$KP_ROOT/qemu/common.config" "$KP_ROOT/qemu/$base.config"
+	[ "$1" = "$base" ] || echo "$KP_ROOT/qemu/$1.config"
+}
 kdir_for() {
 	local h
-	h=$( (echo "recipe $KBUILD_RECIPE"; cat "$KP_ROOT/qemu/common.config" "$KP_ROOT/qemu/$1.config") | sha256sum | cut -c1-12)
+	h=$( (echo "recipe $KBUILD_RECIPE"; cat $(configs_for "$1")) | sha256sum | cut -c1-12)
 	echo "$KP_CACHE/build-$1-$KVER-$h"
 }

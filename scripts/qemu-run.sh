@@ -16,7 +16,8 @@ timeout_s=${KP_QEMU_TIMEOUT:-600}
 
 rm -rf "$root"
 mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,etc,lib/kp}
-case $arch in
+karch=$(karch_for "$arch")
+case $karch in
 x86_64) cp /bin/busybox "$root/bin/busybox" ;;
 arm64) cp "$KP_CACHE/busybox-arm64/bin/busybox" "$root/bin/busybox" ;;
 esac
@@ -35,7 +36,7 @@ accel=(-accel tcg)
 [ "${QEMU_ACCEL:-tcg}" = kvm ] && accel=(-accel kvm)
 common=(-smp 2 -m 1024 -nographic -no-reboot -initrd "$out/initramfs.cpio.gz" "${accel[@]}")
 cmdline="panic=-1 oops=panic loglevel=7 ${KP_CMDLINE:-}"
-case $arch in
+case $karch in
 x86_64)
 	cmd=(qemu-system-x86_64 -cpu max -kernel "$kdir/arch/x86/boot/bzImage"
 	     -append "console=ttyS0 $cmdline" "${common[@]}") ;;

@@ -114,7 +114,7 @@ for arch in "${arches[@]}"; do
 	karch=$(karch_for "$arch")
 	kmake() { make -s -C "$KSRC" O="$kdir" ARCH="$karch" LLVM=1 "$@"; }
 	kmake tinyconfig >/dev/null
-	cat "$here/qemu/common.config" "$here/qemu/$arch.config" >"$kdir/fragment.config"
+	cat $(configs_for "$arch") >"$kdir/fragment.config"
 	"$KSRC/scripts/kconfig/merge_config.sh" -m -O "$kdir" "$kdir/.config" "$kdir/fragment.config" >/dev/null
 	kmake olddefconfig >/dev/null
 	# Every option asked for must have made it into the final config.

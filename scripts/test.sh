@@ -75,13 +75,17 @@ fi
 # --- guest tests -------------------------------------------------------------
 for a in "${built[@]}"; do
 	case $a in
-	x86_64) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_random,kp_x86_emu ;;
-	arm64) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_random,kp_arm64_sim ;;
+	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_random,kp_x86_emu ;;
+	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_random,kp_arm64_sim ;;
 	esac
 	note "$a: booting QEMU"
 	if ! scripts/qemu-run.sh "$a" test; then fail "$a: guest run did not complete"; fi
 	log="out/$a/test-console.log"
 	note "$a: console log: $log"
+	# (The debug kernel's checkers report through these too: "BUG: KASAN",
+	# "BUG: sleeping function called from invalid context", lockdep's
+	# "WARNING: possible circular locking dependency", "WARNING: suspicious
+	# RCU usage", DEBUG_LIST's "list_add corruption" with a BUG/WARNING.)
 	if grep -nE 'Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Call Trace|soft lockup|hung task' "$log"; then
 		fail "$a: kernel splat in the guest log"
 	else pass; fi

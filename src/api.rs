@@ -206,7 +206,9 @@ impl Probe {
 /// The handlers of a [`Kprobe`], implemented by the client on its own state.
 ///
 /// Handlers run in the probed context with interrupts off and preemption
-/// disabled: they must not sleep. A probe hit inside a handler does not run
+/// disabled: they must not sleep. A breakpoint hit is an NMI-like context
+/// (x86_64 `exc_int3`): use what is NMI-safe there, e.g.
+/// `ktime_get_mono_fast_ns()`, not `ktime_get()` (lockdep says why). A probe hit inside a handler does not run
 /// handlers again (it counts in that probe's [`Probe::nmissed`]).
 pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// Whether [`Self::post`] is wanted. A probe without a post-handler can

@@ -117,6 +117,7 @@ impl kernel::Module for KprobesEngine {
             blacklist::exit();
             return Err(Error::from_errno(r));
         }
+        events::init();
         debugfs::init()?;
         pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)

@@ -68,6 +68,17 @@ struct kp_tev {
 
 static DEFINE_MUTEX(kp_events_mutex);
 
+/* The trace event core's event_mutex (not exported; src/events.rs resolves
+ * it at load): trace_add_event_call() and trace_remove_event_call() want it
+ * held, as the kernel's dynamic events hold it. */
+static struct mutex *kp_event_mutex;
+
+void kp_events_set_event_mutex(struct mutex *m);
+void kp_events_set_event_mutex(struct mutex *m)
+{
+	kp_event_mutex = m;
+}
+
 void kp_events_lock(void)
 {
 	mutex_lock(&kp_events_mutex);
@@ -218,20 +229,25 @@ int kp_tev_register(struct kp_tev *t)
 	struct trace_event_file *f;
 	int ret;
 
+	if (!kp_event_mutex)
+		return -ENODEV;
+	/* (Takes event_mutex itself.) */
 	f = trace_get_event_file(NULL, t->class.system, t->call.name);
 	if (!IS_ERR(f)) {
 		trace_put_event_file(f);
 		return -EEXIST;
 	}
-	if (!register_trace_event(&t->call.event))
-		return -ENODEV;
-	ret = trace_add_event_call(&t->call);
-	if (ret) {
-		unregister_trace_event(&t->call.event);
-		return ret;
+	mutex_lock(kp_event_mutex);
+	ret = -ENODEV;
+	if (register_trace_event(&t->call.event)) {
+		ret = trace_add_event_call(&t->call);
+		if (ret)
+			unregister_trace_event(&t->call.event);
+		else
+			t->registered = true;
 	}
-	t->registered = true;
-	return 0;
+	mutex_unlock(kp_event_mutex);
+	return ret;
 }
 
 /* -EBUSY while the event is enabled or open somewhere. */
@@ -241,15 +257,18 @@ int kp_tev_unregister(struct kp_tev *t)
 
 	if (!t->registered)
 		return 0;
-	if (!list_empty(&t->files) || atomic_read(&t->perf_users))
-		return -EBUSY;
-	/* This also unregisters the trace_event (as for the kernel's probe
-	 * events: trace_probe_unregister_event_call()). */
-	ret = trace_remove_event_call(&t->call);
-	if (ret)
-		return ret;
-	t->registered = false;
-	return 0;
+	mutex_lock(kp_event_mutex);
+	if (!list_empty(&t->files) || atomic_read(&t->perf_users)) {
+		ret = -EBUSY;
+	} else {
+		/* This also unregisters the trace_event (as for the kernel's
+		 * probe events: trace_probe_unregister_event_call()). */
+		ret = trace_remove_event_call(&t->call);
+		if (!ret)
+			t->registered = false;
+	}
+	mutex_unlock(kp_event_mutex);
+	return ret;
 }
 
 void kp_tev_free(struct kp_tev *t)
@@ -321,6 +340,9 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	size_t head = t->is_return ? sizeof(struct kp_ret_entry_head)
 				   : sizeof(struct kp_entry_head);
 
+	/* The trace and perf buffers want preemption off in the counter too,
+	 * not only interrupts (the kretprobe trampoline only masks them). */
+	preempt_disable_notrace();
 	rcu_read_lock();
 	list_for_each_entry_rcu(l, &t->files, list) {
 		struct trace_event_file *file = l->file;
@@ -344,4 +366,5 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	if (atomic_read(&t->perf_users))
 		kp_tev_perf(t, regs, ip, ret_ip, head);
 #endif
+	preempt_enable_notrace();
 }

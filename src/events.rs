@@ -43,6 +43,7 @@ const REGS: &ep::RegTable = ep::X86_64_REGS;
 const REGS: &ep::RegTable = ep::ARM64_REGS;
 
 extern "C" {
+    fn kp_events_set_event_mutex(m: *mut c_void);
     fn kp_events_lock();
     fn kp_events_unlock();
     fn kp_tev_create(
@@ -691,10 +692,23 @@ pub(crate) extern "C" fn kp_events_clear() -> c_int {
     0
 }
 
+/// Finds the trace event core's `event_mutex` (not exported) for the C glue.
+/// Without it probe events are refused (`-ENODEV`); probes still work.
+pub(crate) fn init() {
+    match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
+        // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
+        Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
+        None => pr_warn!("event_mutex not found: kprobe_events disabled\n"),
+    }
+}
+
 /// Removes every event at engine unload (none can be enabled: enabling one
 /// pins the module).
 pub(crate) fn exit() {
     let _ = kp_events_clear();
+    // The list is a static: free its buffer (kmemleak found it).
+    let mut g = Locked::lock();
+    drop(core::mem::take(g.events()));
 }
 
 /// A write to `kprobe_events`: runs each line; stops at the first failing

@@ -30,24 +30,44 @@ static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
 static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
 
+/// The lock a reserved-text check must run under, as the kernel's kprobes
+/// take it (`check_kprobe_address_safe()`, `prepare_kprobe()`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CheckLock {
+    /// The check locks what it needs itself.
+    None,
+    /// `jump_label_lock()`.
+    JumpLabel,
+    /// `text_mutex` (`alternatives_text_reserved()` asserts it).
+    Text,
+}
+
 /// Text other kernel code rewrites at run time: a probe there would be
 /// overwritten, or would make that code find unexpected bytes and BUG().
 /// Each is `int f(void *start, void *end)` (non-zero: reserved), resolved
 /// when the kernel has it (they depend on the configuration).
-const RESERVED_CHECKS: [(&str, &CStr); 3] = [
+const RESERVED_CHECKS: [(&str, &CStr, CheckLock); 3] = [
     (
         "a jump-label site",
         kernel::c_str!("jump_label_text_reserved"),
+        CheckLock::JumpLabel,
     ),
     (
         "a static-call site",
         kernel::c_str!("static_call_text_reserved"),
+        CheckLock::None,
     ),
     (
         "an alternatives/SMP-lock site",
         kernel::c_str!("alternatives_text_reserved"),
+        CheckLock::Text,
     ),
 ];
+/// `jump_label_lock`, `jump_label_unlock`, `text_mutex`: not exported;
+/// resolved at load like the checks they guard.
+static JUMP_LABEL_LOCK: AtomicUsize = AtomicUsize::new(0);
+static JUMP_LABEL_UNLOCK: AtomicUsize = AtomicUsize::new(0);
+static TEXT_MUTEX: AtomicUsize = AtomicUsize::new(0);
 static RESERVED_FNS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
 /// `unsigned long ftrace_location_range(unsigned long, unsigned long)`.
 static FTRACE_LOCATION_RANGE: AtomicUsize = AtomicUsize::new(0);
@@ -171,7 +191,14 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     SEARCH_EXTABLES.store(search, Ordering::Release);
-    for (slot, (_, name)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+    for (slot, (_, name, _)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+        slot.store(lookup_name(name).unwrap_or(0), Ordering::Release);
+    }
+    for (slot, name) in [
+        (&JUMP_LABEL_LOCK, c_str!("jump_label_lock")),
+        (&JUMP_LABEL_UNLOCK, c_str!("jump_label_unlock")),
+        (&TEXT_MUTEX, c_str!("text_mutex")),
+    ] {
         slot.store(lookup_name(name).unwrap_or(0), Ordering::Release);
     }
     FTRACE_LOCATION_RANGE.store(
@@ -298,6 +325,56 @@ pub(crate) fn has_extable_entry(addr: usize) -> bool {
     }
 }
 
+/// Holds the lock of one reserved-text check (process context).
+struct CheckGuard(CheckLock);
+
+impl CheckGuard {
+    fn lock(l: CheckLock) -> Self {
+        let (lock, mutex) = (
+            JUMP_LABEL_LOCK.load(Ordering::Acquire),
+            TEXT_MUTEX.load(Ordering::Acquire),
+        );
+        let l = match l {
+            CheckLock::JumpLabel if lock != 0 && JUMP_LABEL_UNLOCK.load(Ordering::Acquire) != 0 => {
+                // SAFETY: `jump_label_lock`, resolved in `init`: `void (void)`.
+                unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(lock)() };
+                l
+            }
+            CheckLock::Text if mutex != 0 => {
+                // SAFETY: `text_mutex`, resolved in `init`, is a `struct mutex`.
+                unsafe { bindings::mutex_lock(mutex as *mut bindings::mutex) };
+                l
+            }
+            _ => CheckLock::None,
+        };
+        CheckGuard(l)
+    }
+}
+
+impl Drop for CheckGuard {
+    fn drop(&mut self) {
+        match self.0 {
+            CheckLock::JumpLabel => {
+                let f = JUMP_LABEL_UNLOCK.load(Ordering::Acquire);
+                if f != 0 {
+                    // SAFETY: `jump_label_unlock`: `void (void)`; locked in
+                    // `lock`.
+                    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(f)() };
+                }
+            }
+            CheckLock::Text => {
+                // SAFETY: locked in `lock`.
+                unsafe {
+                    bindings::mutex_unlock(
+                        TEXT_MUTEX.load(Ordering::Acquire) as *mut bindings::mutex
+                    )
+                };
+            }
+            CheckLock::None => {}
+        }
+    }
+}
+
 /// What [`reserved_by`] says of an ftrace call site.
 pub(crate) const FTRACE_SITE: &str = "an ftrace call site";
 
@@ -306,13 +383,14 @@ pub(crate) const FTRACE_SITE: &str = "an ftrace call site";
 /// within `[addr, addr + ftrace_guard]` (the arch says how far ftrace's
 /// bytes reach back, e.g. arm64's per-function ops literal).
 pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static str> {
-    for (slot, (why, _)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+    for (slot, (why, _, lock)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
         let f = slot.load(Ordering::Acquire);
         if f == 0 {
             continue;
         }
+        let _held = CheckGuard::lock(*lock);
         // SAFETY: `f` is the named kernel function, resolved in `init`, with
-        // the C signature `int (void *, void *)`.
+        // the C signature `int (void *, void *)`; its lock is held.
         let reserved = unsafe {
             let f: unsafe extern "C" fn(usize, usize) -> kernel::ffi::c_int =
                 core::mem::transmute(f);

@@ -186,7 +186,7 @@ impl kp::KretprobeHandler for Timer {
         (arg != 7).then(|| Call {
             arg,
             // SAFETY: plain clock read.
-            stamp: unsafe { kernel::bindings::ktime_get() },
+            stamp: unsafe { kernel::bindings::ktime_get_mono_fast_ns() as i64 },
             marker: 0x5a,
         })
     }
@@ -194,7 +194,7 @@ impl kp::KretprobeHandler for Timer {
     fn ret(&self, d: Call, info: &ReturnInfo, regs: &mut Regs) {
         self.returns.fetch_add(1, Ordering::SeqCst);
         // SAFETY: plain clock read.
-        let now = unsafe { kernel::bindings::ktime_get() };
+        let now = unsafe { kernel::bindings::ktime_get_mono_fast_ns() as i64 };
         SEEN[0].store(d.arg, Ordering::SeqCst);
         SEEN[1].store(regs.return_value() as u64, Ordering::SeqCst);
         SEEN[2].store(u64::from(d.marker), Ordering::SeqCst);

@@ -169,7 +169,7 @@ unsafe extern "C" fn timing_entry(
     let d = ri.data().cast::<Timing>();
     // SAFETY: `data` holds a `Timing` (data_size), 8-byte aligned.
     unsafe {
-        (*d).start_ns = bindings::ktime_get();
+        (*d).start_ns = bindings::ktime_get_mono_fast_ns() as i64;
         (*d).arg = kp::regs::arg(regs, 0).unwrap_or(0) as u64;
     }
     ENTRY_CALLS.fetch_add(1, Ordering::SeqCst);
@@ -191,7 +191,7 @@ unsafe extern "C" fn timing_return(
     // SAFETY: as in `timing_entry`.
     let (start, arg) = unsafe { ((*d).start_ns, (*d).arg) };
     // SAFETY: plain call.
-    let now = unsafe { bindings::ktime_get() };
+    let now = unsafe { bindings::ktime_get_mono_fast_ns() as i64 };
     LAST_DELTA_NS.store((now - start) as u64, Ordering::SeqCst);
     LAST_RET.store(retval(regs), Ordering::SeqCst);
     if retval(regs) != arg * 2 {
