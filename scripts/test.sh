@@ -5,7 +5,9 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 . scripts/env.sh
-arches=${KP_TEST_ARCHES:-x86_64 arm64}
+# x86_64-debug: the x86_64 kernel with lockdep, KASAN, kmemleak & co.
+# (qemu/x86_64-debug.config); `make test-debug` runs only that one.
+arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug}
 passed=0
 failed=0
 note() { printf '[test] %s\n' "$*"; }
@@ -50,6 +52,7 @@ done
 # --- host tests (pure logic), with the built kernels and modules as corpus --------
 host_env=()
 for a in $arches; do
+	case $a in *-*) continue ;; esac # variants: same code as their arch
 	A=$(echo "$a" | tr a-z A-Z)
 	v="$(kdir_for "$a")/vmlinux"
 	[ -f "$v" ] && host_env+=("KP_VMLINUX_$A=$v")
