@@ -552,7 +552,9 @@ fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Opti
         None => (None, s, pos),
     };
     if event.is_empty() {
-        if need_event {
+        // `p:GRP/` generates the name; `p:` alone is an error (as in the
+        // kernel's traceprobe_parse_event_name()).
+        if need_event || group.is_none() {
             return err(ErrKind::NoEventName, epos);
         }
         return Ok((group, None));

@@ -13,6 +13,7 @@
 //! - `kp_api`: the safe Rust API (`src/api.rs`) as a client uses it.
 //! - `kp_events`: probe events from code, counted by perf.
 //! - `kp_ftrace`: entry probes (x86_64: served by ftrace).
+//! - `kp_hostile`: bad arguments for every entry point, with their errors.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
@@ -38,6 +39,7 @@ mod api_suite;
 mod core_suite;
 mod events_suite;
 mod ftrace_suite;
+mod hostile_suite;
 mod kernel_suite;
 mod kret_suite;
 mod probe_suite;

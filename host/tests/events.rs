@@ -252,6 +252,7 @@ fn errors_with_positions() {
         ("p:1grp/ev do_sys_open", BadGroupName, 2),
         ("p:grp/ev-x do_sys_open", BadEventName, 6),
         ("-:", NoEventName, 2),
+        ("p: do_sys_open", NoEventName, 2),
         ("-", NoEventName, 1),
         ("-:ev extra", BadRemove, 5),
         ("p do_sys_open $retval", RetvalOnProbe, 14),
