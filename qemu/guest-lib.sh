@@ -106,6 +106,30 @@ run_examples() {
 	check example-c-unregistered has 'kprobe_exit: kprobe at [0-9a-f]+ unregistered, [0-9]+ missed'
 }
 
+# --- access control ------------------------------------------------------------
+# as_nobody CMD: runs CMD as the unprivileged user.
+as_nobody() {
+	su -s /bin/sh nobody -c "$1"
+}
+modes_root_only() {
+	[ "$(stat -c %a $KP/kprobe_events $KP/enabled $KP/ftrace $KP/error_log \
+		$KP/list $KP/blacklist $KP/kprobe_profile | tr '\n' ' ')" = '600 600 600 600 400 400 400 ' ]
+}
+nobody_cannot_define() {
+	! as_nobody "echo p:kp_nobody do_sys_open >>$KP/kprobe_events" 2>/dev/null
+}
+nobody_cannot_read() {
+	! as_nobody "cat $KP/list" >/dev/null 2>&1
+}
+run_access() {
+	# The control: su really runs a command as nobody here.
+	check access-nobody-works [ "$(as_nobody 'id -u')" = 65534 ]
+	check access-modes modes_root_only
+	check access-nonroot-no-events nobody_cannot_define
+	check access-nonroot-no-read nobody_cannot_read
+	check access-nonroot-nothing-defined sh -c "! grep -q kp_nobody $KP/kprobe_events"
+}
+
 # --- kprobe_events: the tutorial sequence on the real trace buffer ------------
 E=$KP/kprobe_events
 T=/sys/kernel/tracing

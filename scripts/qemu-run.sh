@@ -25,6 +25,9 @@ cp "$here/qemu/init" "$root/init"
 cp "$here/qemu/guest-lib.sh" "$root/guest-lib.sh"
 cp "$here/qemu/guest-$job.sh" "$root/job.sh"
 echo kprobes-guest >"$root/etc/hostname"
+# An unprivileged user for the access-control checks.
+printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 # The modules of the last build (modules.order), not stale ones left over.
 sed 's/\.o$/.ko/' "$out/src/modules.order" | xargs cp -t "$root/lib/kp/"
 # The README's client module (scripts/build-client.sh), when built.

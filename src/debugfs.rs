@@ -56,12 +56,14 @@ pub(crate) fn init() -> Result {
         return Ok(());
     }
     let files: [(&CStr, u16, c_ulong); 6] = [
-        (c_str!("ftrace"), 0o644, FTRACE),
-        (c_str!("list"), 0o444, LIST),
-        (c_str!("enabled"), 0o644, ENABLED),
-        (c_str!("blacklist"), 0o444, BLACKLIST),
-        (c_str!("kprobe_profile"), 0o444, PROFILE),
-        (c_str!("error_log"), 0o644, ERROR_LOG),
+        // Root only, like the kernel's tracefs control files: what is
+        // probed and where is for the administrator.
+        (c_str!("ftrace"), 0o600, FTRACE),
+        (c_str!("list"), 0o400, LIST),
+        (c_str!("enabled"), 0o600, ENABLED),
+        (c_str!("blacklist"), 0o400, BLACKLIST),
+        (c_str!("kprobe_profile"), 0o400, PROFILE),
+        (c_str!("error_log"), 0o600, ERROR_LOG),
     ];
     for (name, mode, which) in files {
         // SAFETY: NUL-terminated static names.

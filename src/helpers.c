@@ -15,6 +15,7 @@
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 #include <linux/notifier.h>
+#include <linux/capability.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -162,6 +163,9 @@ static ssize_t kp_seq_write(struct file *file, const char __user *ubuf,
 	size_t n = min(count, sizeof(buf) - 1);
 	long ret;
 
+	/* Changing what is probed is the administrator's (file modes aside). */
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
 	if (copy_from_user(buf, ubuf, n))
 		return -EFAULT;
 	buf[n] = '\0';
@@ -185,6 +189,8 @@ long kp_events_write(const char *buf, size_t len);
 
 static int kp_events_open(struct inode *inode, struct file *file)
 {
+	if ((file->f_mode & FMODE_WRITE) && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
 	if ((file->f_mode & FMODE_WRITE) && (file->f_flags & O_TRUNC)) {
 		int ret = kp_events_clear();
 
@@ -203,6 +209,8 @@ static ssize_t kp_events_write_fop(struct file *file, const char __user *ubuf,
 	char *buf;
 	long ret;
 
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
 	buf = kmalloc(KP_EVENTS_CHUNK, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
@@ -254,7 +262,7 @@ void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which)
 
 void kp_helper_debugfs_events_file(const char *name, unsigned long which)
 {
-	debugfs_create_file(name, 0644, kp_debugfs_dir, (void *)which,
+	debugfs_create_file(name, 0600, kp_debugfs_dir, (void *)which,
 			    &kp_events_fops);
 }
 
