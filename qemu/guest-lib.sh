@@ -198,3 +198,49 @@ run_events() {
 	tail -n 3 $KP/error_log
 	check events-clear sh -c "echo >$E && [ ! -s $E ] && [ ! -d $EV/myretprobe ]"
 }
+
+# --- kprobe_events under concurrent writers and random input -------------------
+writer() {
+	i=0
+	while [ $i -lt 100 ]; do
+		echo "p:$1/e$i $2 a=%sp" >>$E 2>/dev/null
+		echo "-:$1/e$i" >>$E 2>/dev/null
+		i=$((i + 1))
+	done
+}
+# Lines from the grammar's pieces, some mangled; KP_FUZZ_SEED picks them.
+fuzz_lines() {
+	awk -v n="$1" -v seed="$2" 'BEGIN {
+		srand(seed)
+		split("p r r4 p:kp_fz/a r:kp_fz/b p:kp_fz/ -: x p3 -:kp_fz/a", head, " ")
+		split("do_sys_open kernel_clone vfs_read+4 notify_die 0x1000 nosuch do_sys_open%return :x f+", loc, " ")
+		split("%sp $stack $stack2 $arg1 $retval $comm +0(%sp):u32 +8($stack):string @jiffies \\7 a=%sp b=%nosuch c=$comm:u8 +u0(%sp):ustring %sp:b3@1/8 %sp:x16[2] ((( +0(", arg, " ")
+		for (i = 0; i < n; i++) {
+			line = head[int(rand() * 10) + 1] " " loc[int(rand() * 9) + 1]
+			for (k = int(rand() * 4); k > 0; k--)
+				line = line " " arg[int(rand() * 18) + 1]
+			if (rand() < 0.3) {
+				at = int(rand() * length(line)) + 1
+				line = substr(line, 1, at - 1) substr("#%$:/+()@\\ ab0", int(rand() * 14) + 1, 1) substr(line, at + 1)
+			}
+			print line
+		}
+	}'
+}
+run_events_stress() {
+	writer kp_w1 do_sys_open &
+	writer kp_w2 kernel_clone &
+	wait
+	check events-concurrent-writers-leave-nothing sh -c "! grep -q kp_w $E"
+	seed=${KP_FUZZ_SEED:-$(date +%s)}
+	echo "--- kprobe_events fuzz: 400 lines, seed $seed"
+	fuzz_lines 400 "$seed" >/tmp/fuzz
+	accepted=0
+	while IFS= read -r line; do
+		echo "$line" >>$E 2>/dev/null && accepted=$((accepted + 1))
+	done </tmp/fuzz
+	echo "accepted $accepted of 400"
+	check events-fuzz-some-accepted [ "$accepted" -gt 0 ]
+	check events-fuzz-clear sh -c "echo >$E && [ -z \"\$(cat $E)\" ]"
+}
+

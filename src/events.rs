@@ -599,16 +599,8 @@ fn run_line(g: &mut Locked, line: &str) -> Result {
                 Ok(ev) => ev,
                 Err((k, e)) => return fail(g, k, d.location_pos, e),
             };
-            if let Err(e) = register_probe(&mut ev, &d) {
-                let kind = if e == ENOENT {
-                    ErrKind::BadProbeAddr
-                } else if e.to_errno() == -(bindings::EILSEQ as i32) {
-                    ErrKind::BadInsnBndry
-                } else {
-                    ErrKind::FailRegProbe
-                };
-                return fail(g, kind, d.location_pos, e);
-            }
+            // The trace event first (not yet visible): the probe may fire
+            // as soon as it is registered, and records need the event.
             let owner = (&mut *ev as *mut Event).cast::<c_void>();
             // SAFETY: the strings live in `ev`, which outlives the event.
             ev.tev = unsafe {
@@ -620,18 +612,28 @@ fn run_line(g: &mut Locked, line: &str) -> Result {
                     ev.is_return,
                 )
             };
-            let r = if ev.tev.is_null() {
-                -(bindings::ENOMEM as c_int)
-            } else {
-                // SAFETY: a new event of ours.
-                unsafe { kp_tev_register(ev.tev) }
-            };
+            if ev.tev.is_null() {
+                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            }
+            if let Err(e) = register_probe(&mut ev, &d) {
+                // SAFETY: never registered with the trace core.
+                unsafe { kp_tev_free(ev.tev) };
+                let kind = if e == ENOENT {
+                    ErrKind::BadProbeAddr
+                } else if e.to_errno() == -(bindings::EILSEQ as i32) {
+                    ErrKind::BadInsnBndry
+                } else {
+                    ErrKind::FailRegProbe
+                };
+                return fail(g, kind, d.location_pos, e);
+            }
+            // SAFETY: a new event of ours.
+            let r = unsafe { kp_tev_register(ev.tev) };
             if r != 0 {
                 unregister_probe(&mut ev);
-                if !ev.tev.is_null() {
-                    // SAFETY: never registered.
-                    unsafe { kp_tev_free(ev.tev) };
-                }
+                // SAFETY: not registered with the trace core; the probe is
+                // gone (unregister waited for its handlers).
+                unsafe { kp_tev_free(ev.tev) };
                 let kind = if r == -(bindings::EEXIST as c_int) {
                     ErrKind::EventExist
                 } else {

@@ -266,7 +266,18 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
                 pr_err!("unknown symbol '{}'\n", shown);
                 return Err(ENOENT);
             };
-            // An offset past the function's end is caught by `validate`.
+            // The offset must stay inside the named symbol (landing in the
+            // next function would probe something else than asked).
+            let size = symbols::symbol_at(base).map_or(0, |s| s.size);
+            if p.offset as usize >= size.max(1) {
+                pr_err!(
+                    "offset {:#x} is past the end of '{}' ({} bytes)\n",
+                    p.offset,
+                    shown,
+                    size
+                );
+                return Err(EINVAL);
+            }
             base.checked_add(p.offset as usize).ok_or(EINVAL)
         }
         (false, false) => {
