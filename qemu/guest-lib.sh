@@ -208,7 +208,7 @@ writer() {
 		i=$((i + 1))
 	done
 }
-# Lines from the grammar's pieces, some mangled; KP_FUZZ_SEED picks them.
+# Lines from the grammar's pieces, some mangled; the seed picks them.
 fuzz_lines() {
 	awk -v n="$1" -v seed="$2" 'BEGIN {
 		srand(seed)
@@ -232,7 +232,11 @@ run_events_stress() {
 	writer kp_w2 kernel_clone &
 	wait
 	check events-concurrent-writers-leave-nothing sh -c "! grep -q kp_w $E"
-	seed=${KP_FUZZ_SEED:-$(date +%s)}
+	# KP_CMDLINE=kp_fuzz_seed=N make test replays a run.
+	seed=$(date +%s)
+	for w in $(cat /proc/cmdline); do
+		case $w in kp_fuzz_seed=*) seed=${w#kp_fuzz_seed=} ;; esac
+	done
 	echo "--- kprobe_events fuzz: 400 lines, seed $seed"
 	fuzz_lines 400 "$seed" >/tmp/fuzz
 	accepted=0
