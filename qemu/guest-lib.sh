@@ -248,3 +248,24 @@ run_events_stress() {
 	check events-fuzz-clear sh -c "echo >$E && [ -z \"\$(cat $E)\" ]"
 }
 
+# --- a probed module loaded and unloaded 100 times -----------------------------
+# Each round: load kp_target, define an event on its function, then either
+# remove the event before unloading or unload the module under the armed
+# probe (it becomes GONE) and remove the event after.
+module_churn() {
+	i=0
+	while [ $i -lt 100 ]; do
+		insmod $M/kp_target.ko || return 1
+		echo "p:kp_churn/t kp_target:kp_target_func" >>$E || return 1
+		if [ $((i % 2)) = 0 ]; then
+			echo "-:kp_churn/t" >>$E || return 1
+			rmmod kp_target || return 1
+		else
+			rmmod kp_target || return 1
+			echo "-:kp_churn/t" >>$E || return 1
+		fi
+		i=$((i + 1))
+	done
+	! grep -q kp_target $KP/list && ! grep -q kp_churn $E
+}
+

@@ -57,6 +57,7 @@ if true; then
 	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 	run_events
 	run_events_stress
+	check module-churn-100 module_churn
 	run_access
 fi
 check engine-rmmod rmmod kprobes
