@@ -306,16 +306,18 @@ static void kp_fill_head(struct kp_tev *t, void *entry, unsigned long ip,
 #ifdef CONFIG_PERF_EVENTS
 /* The record for perf, built like the trace buffer's (kprobe_perf_func()). */
 static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
-			unsigned long ip, unsigned long ret_ip, size_t head_size)
+			unsigned long ip, unsigned long ret_ip, size_t head_size,
+			ssize_t args)
 {
 	struct hlist_head *head = this_cpu_ptr(t->call.perf_events);
-	size_t args;
 	int size, rctx;
 	void *entry;
 
 	if (hlist_empty(head))
 		return;
-	args = kp_ev_args_size(t->owner, regs, ret_ip);
+	/* -1: the trace buffer did not need it (not measured yet). */
+	if (args < 0)
+		args = kp_ev_args_size(t->owner, regs, ret_ip);
 	size = ALIGN(head_size + args + sizeof(u32), sizeof(u64)) - sizeof(u32);
 	/* perf_trace_buf_alloc() WARNs above this. */
 	if (size > PERF_MAX_TRACE_SIZE)
@@ -339,6 +341,8 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	struct kp_file_link *l;
 	size_t head = t->is_return ? sizeof(struct kp_ret_entry_head)
 				   : sizeof(struct kp_entry_head);
+	/* The arguments' size, measured once per hit, when first needed. */
+	ssize_t size = -1;
 
 	/* The trace and perf buffers want preemption off in the counter too,
 	 * not only interrupts (the kretprobe trampoline only masks them). */
@@ -347,12 +351,12 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	list_for_each_entry_rcu(l, &t->files, list) {
 		struct trace_event_file *file = l->file;
 		struct trace_event_buffer fbuffer;
-		size_t size;
 		void *entry;
 
 		if (trace_trigger_soft_disabled(file))
 			continue;
-		size = kp_ev_args_size(t->owner, regs, ret_ip);
+		if (size < 0)
+			size = kp_ev_args_size(t->owner, regs, ret_ip);
 		entry = trace_event_buffer_reserve(&fbuffer, file, head + size);
 		if (!entry)
 			continue;
@@ -364,7 +368,7 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	rcu_read_unlock();
 #ifdef CONFIG_PERF_EVENTS
 	if (atomic_read(&t->perf_users))
-		kp_tev_perf(t, regs, ip, ret_ip, head);
+		kp_tev_perf(t, regs, ip, ret_ip, head, size);
 #endif
 	preempt_enable_notrace();
 }

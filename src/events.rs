@@ -119,13 +119,11 @@ pub(crate) struct Event {
 
 impl Event {
     fn name_str(&self) -> &str {
-        let n = self.name.len().saturating_sub(1);
-        core::str::from_utf8(self.name.get(..n).unwrap_or(b"")).unwrap_or("?")
+        text(&self.name)
     }
 
     fn group_str(&self) -> &str {
-        let n = self.group.len().saturating_sub(1);
-        core::str::from_utf8(self.group.get(..n).unwrap_or(b"")).unwrap_or("?")
+        text(&self.group)
     }
 
     fn nmissed(&self) -> usize {
@@ -273,6 +271,12 @@ pub(crate) fn write_profile(w: &mut impl Write) -> core::fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// The text of a NUL-terminated name buffer (see [`cstring`]).
+fn text(v: &[u8]) -> &str {
+    let n = v.len().saturating_sub(1);
+    core::str::from_utf8(v.get(..n).unwrap_or(b"")).unwrap_or("?")
 }
 
 /// A KVec holding `s` and a NUL.
@@ -429,7 +433,7 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
             w.write_str("\"(%lx)")
         };
         for a in args.iter() {
-            let n = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+            let n = text(&a.name);
             let _ = write!(w, " {}={}", n, print_conv(a.ty));
         }
         let _ = if d.is_return {
@@ -438,7 +442,7 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
             w.write_str("\", REC->__probe_ip")
         };
         for a in args.iter() {
-            let n = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+            let n = text(&a.name);
             let _ = match a.ty {
                 Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
                 Type::Symbol => write!(w, ", (void *)REC->{}", n),
@@ -1017,7 +1021,7 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
     for a in ev.args.iter() {
         let mut buf = [0u8; MAX_STRING + 64];
         let mut w = BufWriter::new(&mut buf);
-        let name = core::str::from_utf8(&a.name[..a.name.len() - 1]).unwrap_or("?");
+        let name = text(&a.name);
         let _ = write!(w, " {}=", name);
         // SAFETY: the record holds the fixed part.
         let field = unsafe { core::slice::from_raw_parts(entry.add(head + a.offset), a.size) };

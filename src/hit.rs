@@ -64,17 +64,10 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     let Some(level) = cpu.push(frame(stage::HANDLERS)) else {
         return false;
     };
-    for p in enabled(point) {
-        p.hits.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `user` is valid while registered.
-        if let Some(pre) = unsafe { (*p.user).pre_handler } {
-            // SAFETY: the contract of kp_pre_handler_t.
-            if unsafe { pre(p.user, regs) } != 0 {
-                // The handler redirected execution: no step, no post.
-                cpu.pop();
-                return true;
-            }
-        }
+    if run_pre(point, regs) {
+        // The handler redirected execution: no step, no post.
+        cpu.pop();
+        return true;
     }
     if arch::simulate(point.addr, &point.insn, regs) {
         // Done in place: straight to the post handlers (still busy).
@@ -132,33 +125,43 @@ pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) 
     }
     let (orig_ip, orig_sp) = (arch::regs::ip(regs), arch::regs::sp(regs));
     arch::regs::set_ip(regs, ip + arch::FTRACE_PRE_IP_OFFSET);
+    if run_pre(point, regs) {
+        // Redirected: ftrace resumes at the new instruction pointer (a
+        // return-to-caller goes through a `ret` stub, as ftrace keeps the
+        // stack pointer).
+        if !arch::ftrace_fixup_redirect(regs, orig_sp, orig_ip)
+            && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
+        {
+            pr_err!(
+                "ftrace entry probe at {:#x}: a handler moved the stack pointer; \
+                 only a return to the caller can be honoured there\n",
+                ip
+            );
+        }
+        cpu.pop();
+        return;
+    }
+    arch::regs::set_ip(regs, ip + arch::FTRACE_SITE_LEN);
+    run_post(point, regs);
+    arch::regs::set_ip(regs, orig_ip);
+    cpu.pop();
+}
+
+/// Counts a hit on each enabled probe and runs its pre handler, in
+/// registration order; true when one returned non-zero (it redirected
+/// execution: the rest do not run). The caller marks this CPU busy.
+fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
     for p in enabled(point) {
         p.hits.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `user` is valid while registered.
         if let Some(pre) = unsafe { (*p.user).pre_handler } {
             // SAFETY: the contract of kp_pre_handler_t.
             if unsafe { pre(p.user, regs) } != 0 {
-                // Redirected: ftrace resumes at the new instruction pointer
-                // (a return-to-caller goes through a `ret` stub, as ftrace
-                // keeps the stack pointer).
-                if !arch::ftrace_fixup_redirect(regs, orig_sp, orig_ip)
-                    && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
-                {
-                    pr_err!(
-                        "ftrace entry probe at {:#x}: a handler moved the stack pointer; \
-                         only a return to the caller can be honoured there\n",
-                        ip
-                    );
-                }
-                cpu.pop();
-                return;
+                return true;
             }
         }
     }
-    arch::regs::set_ip(regs, ip + arch::FTRACE_SITE_LEN);
-    run_post(point, regs);
-    arch::regs::set_ip(regs, orig_ip);
-    cpu.pop();
+    false
 }
 
 /// Runs the enabled probes' post handlers. The caller marks this CPU busy.
