@@ -36,6 +36,7 @@ typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 #define KP_FLAG_GONE		1 /* the probed text went away */
 #define KP_FLAG_DISABLED	2 /* registered but not armed */
 #define KP_FLAG_FTRACE		4 /* out: served by ftrace at a call site */
+#define KP_FLAG_OPTIMIZED	8 /* out: jump-optimized (x86_64), no trap */
 
 struct kp_kprobe {
 	/* In: the address to probe, or NULL to use symbol_name + offset.

@@ -24,6 +24,9 @@ pub const KP_FLAG_GONE: c_uint = 1;
 pub const KP_FLAG_DISABLED: c_uint = 2;
 /// `KP_FLAG_FTRACE` (out): served by ftrace at a function's call site.
 pub const KP_FLAG_FTRACE: c_uint = 4;
+/// `KP_FLAG_OPTIMIZED` (out): the breakpoint is replaced by a jump to a
+/// detour (x86_64 jump optimization); set and cleared by the engine.
+pub const KP_FLAG_OPTIMIZED: c_uint = 8;
 
 /// `struct kp_kprobe`.
 #[repr(C)]

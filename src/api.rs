@@ -201,6 +201,12 @@ impl Probe {
     pub fn is_ftrace(&self) -> bool {
         self.flags() & KP_FLAG_FTRACE != 0
     }
+
+    /// Whether the breakpoint is currently replaced by a jump (x86_64 jump
+    /// optimization, after the probe settled; no trap per hit).
+    pub fn is_optimized(&self) -> bool {
+        self.flags() & KP_FLAG_OPTIMIZED != 0
+    }
 }
 
 /// The handlers of a [`Kprobe`], implemented by the client on its own state.

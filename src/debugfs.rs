@@ -9,6 +9,8 @@
 //! - `blacklist`: the refused ranges with the reason;
 //! - `ftrace`: 1 (default) lets new entry probes use ftrace call sites
 //!   (`ftrace.rs`), 0 keeps them on breakpoints;
+//! - `optimize`: 1 (default) lets settled probes be jump-optimized
+//!   (`optimize.rs`, x86_64), 0 puts every probe back on its breakpoint;
 //! - `kprobe_events`, `kprobe_profile`, `error_log`: probe events defined by
 //!   text (see `events.rs`).
 //!
@@ -26,6 +28,7 @@ const EVENTS: c_ulong = 4;
 const PROFILE: c_ulong = 5;
 const ERROR_LOG: c_ulong = 6;
 const FTRACE: c_ulong = 7;
+const OPTIMIZE: c_ulong = 8;
 
 extern "C" {
     fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
@@ -55,10 +58,11 @@ pub(crate) fn init() -> Result {
         pr_warn!("debugfs unavailable ({}); no introspection files\n", r);
         return Ok(());
     }
-    let files: [(&CStr, u16, c_ulong); 6] = [
+    let files: [(&CStr, u16, c_ulong); 7] = [
         // Root only, like the kernel's tracefs control files: what is
         // probed and where is for the administrator.
         (c_str!("ftrace"), 0o600, FTRACE),
+        (c_str!("optimize"), 0o600, OPTIMIZE),
         (c_str!("list"), 0o400, LIST),
         (c_str!("enabled"), 0o600, ENABLED),
         (c_str!("blacklist"), 0o400, BLACKLIST),
@@ -97,6 +101,7 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
         LIST => crate::registry::write_list(&mut w),
         ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
         FTRACE => writeln!(w, "{}", u8::from(crate::ftrace::enabled())),
+        OPTIMIZE => writeln!(w, "{}", u8::from(crate::optimize::enabled())),
         BLACKLIST => crate::blacklist::write(&mut w),
         EVENTS => crate::events::write_events(&mut w),
         PROFILE => crate::events::write_profile(&mut w),
@@ -135,6 +140,11 @@ pub(crate) unsafe extern "C" fn kp_debugfs_write(
         (FTRACE, b"0" | b"1") => {
             crate::ftrace::set_enabled(word == b"1");
             Ok(())
+        }
+        (OPTIMIZE, b"0" | b"1") => crate::optimize::set_enabled(word == b"1"),
+        (OPTIMIZE, _) => {
+            pr_err!("debugfs optimize: write 0 or 1\n");
+            Err(EINVAL)
         }
         (FTRACE, _) => {
             pr_err!("debugfs ftrace: write 0 or 1\n");

@@ -24,6 +24,7 @@ mod hit;
 mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
+mod optimize;
 mod percpu;
 mod query;
 mod registry;
@@ -127,6 +128,8 @@ impl kernel::Module for KprobesEngine {
 impl Drop for KprobesEngine {
     fn drop(&mut self) {
         debugfs::exit();
+        // No optimizer run from here on (probes are unoptimized as they go).
+        optimize::exit();
         // Trace events first (none is enabled: an enabled one pins us).
         events::exit();
         registry::remove_all();

@@ -16,6 +16,7 @@
 #include <linux/seq_file.h>
 #include <linux/notifier.h>
 #include <linux/capability.h>
+#include <linux/workqueue.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -285,4 +286,53 @@ bool kp_helper_module_get(void)
 void kp_helper_module_put(void)
 {
 	module_put(THIS_MODULE);
+}
+
+/* Per-CPU hit counters (src/percpu.rs). */
+u64 __percpu *kp_helper_counter_alloc(void)
+{
+	return alloc_percpu(u64);
+}
+
+void kp_helper_counter_free(u64 __percpu *c)
+{
+	free_percpu(c);
+}
+
+/* Caller: interrupts off (trap, ftrace or detour context). */
+void kp_helper_counter_inc(u64 __percpu *c)
+{
+	__this_cpu_inc(*c);
+}
+
+u64 kp_helper_counter_sum(u64 __percpu *c)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *per_cpu_ptr(c, cpu);
+	return sum;
+}
+
+/* ---- jump optimization: the delayed optimizer work (src/optimize.rs) ---- */
+
+static void kp_opt_work_fn(struct work_struct *work)
+{
+	kp_optimizer_run();
+}
+
+static DECLARE_DELAYED_WORK(kp_opt_work, kp_opt_work_fn);
+
+/* As the kernel's OPTIMIZE_DELAY: let a batch of registrations settle. */
+#define KP_OPT_DELAY 5
+
+void kp_helper_opt_schedule(void)
+{
+	schedule_delayed_work(&kp_opt_work, KP_OPT_DELAY);
+}
+
+void kp_helper_opt_cancel(void)
+{
+	cancel_delayed_work_sync(&kp_opt_work);
 }

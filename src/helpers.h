@@ -35,6 +35,15 @@ void kp_helper_debugfs_exit(void);
 void kp_helper_debugfs_events_file(const char *name, unsigned long which);
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 
+/* jump optimization (src/optimize.rs) */
+void kp_helper_opt_schedule(void);
+void kp_helper_opt_cancel(void);
+void kp_optimizer_run(void);
+u64 __percpu *kp_helper_counter_alloc(void);
+void kp_helper_counter_free(u64 __percpu *c);
+void kp_helper_counter_inc(u64 __percpu *c);
+u64 kp_helper_counter_sum(u64 __percpu *c);
+
 /* arch/x86_64/helpers.c */
 int kp_helper_register_die_notifier(void);
 void kp_helper_unregister_die_notifier(void);

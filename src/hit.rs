@@ -56,7 +56,12 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         for p in enabled(point) {
             p.count_missed();
         }
-        if !arch::simulate(point.addr, &point.insn, regs) {
+        let resume = point.opt_resume.load(Ordering::Acquire);
+        if resume != 0 {
+            // Jump-optimized (or about to be): the detour runs the covered
+            // instructions.
+            arch::regs::set_ip(regs, resume);
+        } else if !arch::simulate(point.addr, &point.insn, regs) {
             step(cpu, frame(stage::STEPPING_MISSED), regs);
         }
         return true;
@@ -69,7 +74,14 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         cpu.pop();
         return true;
     }
-    if arch::simulate(point.addr, &point.insn, regs) {
+    let resume = point.opt_resume.load(Ordering::Acquire);
+    if resume != 0 {
+        // A jump is prepared or written here (never with post handlers):
+        // resume in the detour's copy of the covered instructions, never
+        // inside them (`optimize.rs`).
+        arch::regs::set_ip(regs, resume);
+        cpu.pop();
+    } else if arch::simulate(point.addr, &point.insn, regs) {
         // Done in place: straight to the post handlers (still busy).
         run_post(point, regs);
         cpu.pop();
@@ -147,12 +159,44 @@ pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) 
     cpu.pop();
 }
 
+/// The jump to `addr`'s detour was taken (x86_64 jump optimization): run
+/// the pre handlers with `regs` as at the probed instruction. True when one
+/// redirected execution (`regs` say where); otherwise the detour goes on
+/// with the covered instructions. No post handler runs: a point with one is
+/// never optimized. Interrupts off.
+// Only the x86_64 detour calls it.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn on_jump(addr: usize, regs: &mut bindings::pt_regs) -> bool {
+    let Some(point) = registry::lookup(addr) else {
+        return false;
+    };
+    // SAFETY: interrupts are off (the detour masked them).
+    let cpu = unsafe { Cpu::this() };
+    if cpu.depth() > 0 {
+        for p in enabled(point) {
+            p.count_missed();
+        }
+        return false;
+    }
+    let frame = Frame {
+        point,
+        stage: stage::HANDLERS,
+        saved: 0,
+    };
+    if cpu.push(frame).is_none() {
+        return false;
+    }
+    let redirected = run_pre(point, regs);
+    cpu.pop();
+    redirected
+}
+
 /// Counts a hit on each enabled probe and runs its pre handler, in
 /// registration order; true when one returned non-zero (it redirected
 /// execution: the rest do not run). The caller marks this CPU busy.
 fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
     for p in enabled(point) {
-        p.hits.fetch_add(1, Ordering::Relaxed);
+        p.hits.inc();
         // SAFETY: `user` is valid while registered.
         if let Some(pre) = unsafe { (*p.user).pre_handler } {
             // SAFETY: the contract of kp_pre_handler_t.

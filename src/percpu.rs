@@ -120,3 +120,54 @@ impl Cpu {
         core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
     }
 }
+
+extern "C" {
+    fn kp_helper_counter_alloc() -> *mut u64;
+    fn kp_helper_counter_free(c: *mut u64);
+    fn kp_helper_counter_inc(c: *mut u64);
+    fn kp_helper_counter_sum(c: *mut u64) -> u64;
+}
+
+/// A per-CPU event counter: an increment is one non-atomic per-CPU add
+/// (no lock-prefixed instruction, no shared cache line on the hit path);
+/// reading sums the CPUs.
+///
+/// INVARIANT: `0` is a live `alloc_percpu(u64)` area, freed on drop.
+pub(crate) struct Counter(*mut u64);
+
+// SAFETY: each CPU writes only its own slot (interrupts off); readers sum
+// plain loads of aligned words.
+unsafe impl Sync for Counter {}
+// SAFETY: as above; the area is not tied to a thread.
+unsafe impl Send for Counter {}
+
+impl Counter {
+    /// A zeroed counter (`alloc_percpu` zeroes). Process context.
+    pub(crate) fn new() -> kernel::error::Result<Self> {
+        // SAFETY: plain allocation.
+        let c = unsafe { kp_helper_counter_alloc() };
+        if c.is_null() {
+            return Err(kernel::error::code::ENOMEM);
+        }
+        Ok(Counter(c))
+    }
+
+    /// Counts one on this CPU. Interrupts off.
+    pub(crate) fn inc(&self) {
+        // SAFETY: live per type invariant; the caller keeps this CPU.
+        unsafe { kp_helper_counter_inc(self.0) };
+    }
+
+    /// The total over every CPU.
+    pub(crate) fn sum(&self) -> u64 {
+        // SAFETY: live per type invariant.
+        unsafe { kp_helper_counter_sum(self.0) }
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`, freed once.
+        unsafe { kp_helper_counter_free(self.0) };
+    }
+}

@@ -17,9 +17,10 @@
 //! Probe lists are copy-on-write: a change builds a new list, publishes it,
 //! waits a grace period, then frees the old one.
 
-use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE};
+use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE, KP_FLAG_OPTIMIZED};
 use crate::arch;
-use crate::symbols;
+use crate::{optimize, symbols};
+use core::cell::UnsafeCell;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
@@ -34,8 +35,8 @@ pub(crate) struct Probe {
     point: AtomicPtr<Point>,
     /// Registered but not armed.
     pub(crate) disabled: AtomicBool,
-    /// Hits whose handlers ran.
-    pub(crate) hits: AtomicU64,
+    /// Hits whose handlers ran (per CPU: no atomic on the hit path).
+    pub(crate) hits: crate::percpu::Counter,
     /// Hits whose handlers were skipped (re-entry).
     pub(crate) missed: AtomicU64,
     /// Next in the list of all probes (registration lock).
@@ -93,7 +94,17 @@ pub(crate) struct Point {
     /// The probes here; never empty while the point is in the table.
     list: AtomicPtr<ProbeList>,
     /// Whether the breakpoint is in the text.
-    armed: AtomicBool,
+    pub(crate) armed: AtomicBool,
+    /// Jump optimization (`optimize.rs`): the prepared jump (registration
+    /// lock; meaningful while `opt_resume` is not 0).
+    pub(crate) opt: UnsafeCell<arch::OptInsn>,
+    /// Where breakpoint hits resume while a jump is prepared or written (the
+    /// detour's relocated instructions); 0: no jump. Read by the trap path.
+    pub(crate) opt_resume: AtomicUsize,
+    /// Whether the jump is in the text.
+    pub(crate) opt_jumped: AtomicBool,
+    /// Epoch + 1 of the optimizer's last refusal.
+    pub(crate) opt_refused: AtomicUsize,
     /// Next point in the hash chain.
     next: AtomicPtr<Point>,
 }
@@ -184,7 +195,7 @@ pub(crate) fn lookup(addr: usize) -> Option<&'static Point> {
 }
 
 /// Calls `f` on every point. Registration lock held.
-fn for_each_point(_g: &RegGuard, mut f: impl FnMut(&'static Point)) {
+pub(crate) fn for_each_point(_g: &RegGuard, mut f: impl FnMut(&'static Point)) {
     for b in &TABLE {
         let mut p = b.load(Ordering::Acquire);
         while !p.is_null() {
@@ -361,25 +372,48 @@ fn arm_point(point: &Point) -> Result {
     }
 }
 
-/// Undoes [`arm_point`].
-fn disarm_point(point: &Point) -> Result {
+/// Undoes [`arm_point`] (a jump goes first).
+fn disarm_point(g: &RegGuard, point: &Point) -> Result {
     if point.ftrace {
         crate::ftrace::disarm(point.addr)
     } else {
+        optimize::unoptimize(g, point)?;
         arch::disarm(point.addr, &point.insn)
     }
 }
 
+/// Sets or clears `KP_FLAG_OPTIMIZED` in the structs of `point`'s probes.
+pub(crate) fn set_optimized_flag(_g: &RegGuard, point: &Point, on: bool) {
+    for &p in point.probes() {
+        // SAFETY: listed probes and their structs are live under the lock.
+        let u = unsafe { &mut *(*p).user };
+        if on {
+            u.flags |= KP_FLAG_OPTIMIZED;
+        } else {
+            u.flags &= !KP_FLAG_OPTIMIZED;
+        }
+    }
+}
+
+/// Whether `p` needs the breakpoint path (a post or fault handler runs after
+/// the step), so that a point it joins cannot stay jump-optimized.
+fn needs_step(p: &KpKprobe) -> bool {
+    p.post_handler.is_some() || p.fault_handler.is_some()
+}
+
 /// Arms or disarms `point` to match [`wants_armed`]. Registration lock held.
-fn sync_armed(_g: &RegGuard, point: &Point) -> Result {
+fn sync_armed(g: &RegGuard, point: &Point) -> Result {
     let want = wants_armed(point);
     if want != point.armed.load(Ordering::Relaxed) {
         if want {
             arm_point(point)?;
         } else {
-            disarm_point(point)?;
+            disarm_point(g, point)?;
         }
         point.armed.store(want, Ordering::Relaxed);
+    }
+    if want && !point.ftrace {
+        optimize::kick();
     }
     Ok(())
 }
@@ -408,6 +442,7 @@ fn unlink(_g: &RegGuard, point: &Point) {
         }
         if p == target {
             link.store(point.next.load(Ordering::Relaxed), Ordering::Release);
+            optimize::point_removed();
             return;
         }
         // SAFETY: under the lock chain members are live.
@@ -460,7 +495,7 @@ fn register_locked(
             user: p,
             point: AtomicPtr::new(null_mut()),
             disabled: AtomicBool::new(disabled),
-            hits: AtomicU64::new(0),
+            hits: crate::percpu::Counter::new()?,
             missed: AtomicU64::new(0),
             next_all: null_mut(),
             owner_addrs: owner_addrs(p),
@@ -472,7 +507,14 @@ fn register_locked(
 
     let point: &'static Point = match lookup(addr) {
         Some(point) => {
-            // Join the aggregate.
+            // Join the aggregate; a probe that needs the step takes the
+            // point off its jump first.
+            if needs_step(p) && !disabled {
+                if let Err(e) = optimize::unoptimize(g, point) {
+                    free_probe();
+                    return Err(e);
+                }
+            }
             let list = match new_list(point.probes(), Some(probe), core::ptr::null()) {
                 Ok(l) => l,
                 Err(e) => {
@@ -485,6 +527,11 @@ fn register_locked(
             point
         }
         None => {
+            // A jump covering this address goes first.
+            if let Err(e) = optimize::unoptimize_covering(g, addr) {
+                free_probe();
+                return Err(e);
+            }
             let insn = if ftrace {
                 arch::ftrace_insn(addr)
             } else {
@@ -504,6 +551,10 @@ fn register_locked(
                         ftrace,
                         list: AtomicPtr::new(null_mut()),
                         armed: AtomicBool::new(false),
+                        opt: UnsafeCell::new(arch::OptInsn::NONE),
+                        opt_resume: AtomicUsize::new(0),
+                        opt_jumped: AtomicBool::new(false),
+                        opt_refused: AtomicUsize::new(0),
                         next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
                     },
                     GFP_KERNEL,
@@ -542,6 +593,9 @@ fn register_locked(
     add_to_all(g, probe);
     if point.ftrace {
         p.flags |= KP_FLAG_FTRACE;
+    }
+    if point.opt_jumped.load(Ordering::Relaxed) {
+        p.flags |= KP_FLAG_OPTIMIZED;
     }
     p.addr = addr as *mut _;
     p.kp_private = probe.cast();
@@ -599,7 +653,7 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Option<Retired> {
     // SAFETY: `probe` is live.
     unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
     if list.is_empty() && point.armed.load(Ordering::Relaxed) {
-        if let Err(e) = disarm_point(point) {
+        if let Err(e) = disarm_point(g, point) {
             // The breakpoint stays: keep the point (and its copy) forever,
             // with no probe on it; hits just run the instruction.
             pr_err!(
@@ -865,13 +919,17 @@ fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
     if p.flags & KP_FLAG_GONE != 0 {
         return Err(EINVAL);
     }
+    let pp = probe.point.load(Ordering::Relaxed);
+    if !disabled && needs_step(p) && !pp.is_null() {
+        // SAFETY: points are live under the lock.
+        optimize::unoptimize(&g, unsafe { &*pp })?;
+    }
     probe.disabled.store(disabled, Ordering::Relaxed);
     if disabled {
         p.flags |= KP_FLAG_DISABLED;
     } else {
         p.flags &= !KP_FLAG_DISABLED;
     }
-    let pp = probe.point.load(Ordering::Relaxed);
     if !pp.is_null() {
         // SAFETY: points are live under the lock.
         sync_armed(&g, unsafe { &*pp })?;
@@ -993,9 +1051,10 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
         // ftrace site leaves the filter now (ftrace drops the module's
         // records after this notifier).
         if point.ftrace && point.armed.load(Ordering::Relaxed) {
-            let _ = disarm_point(point);
+            let _ = disarm_point(&g, point);
             point.armed.store(false, Ordering::Relaxed);
         }
+        optimize::forget(&g, point);
         unlink(&g, point);
         free_point(&g, point);
     }
@@ -1060,6 +1119,8 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
                 let point = unsafe { &*pp };
                 if point.ftrace {
                     write!(w, "  [FTRACE]")?;
+                } else if point.opt_jumped.load(Ordering::Relaxed) {
+                    write!(w, "  [OPTIMIZED]")?;
                 } else if arch::boostable(&point.insn) && !point.any_post_handler() {
                     write!(w, "  [BOOSTED]")?;
                 }
@@ -1067,7 +1128,7 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
             writeln!(
                 w,
                 "  hits={} missed={}",
-                q.hits.load(Ordering::Relaxed),
+                q.hits.sum(),
                 q.missed.load(Ordering::Relaxed)
             )
         })();

@@ -48,7 +48,7 @@ enum CheckLock {
 /// when the kernel has it (they depend on the configuration).
 const RESERVED_CHECKS: [(&str, &CStr, CheckLock); 3] = [
     (
-        "a jump-label site",
+        JUMP_LABEL_SITE,
         kernel::c_str!("jump_label_text_reserved"),
         CheckLock::JumpLabel,
     ),
@@ -63,6 +63,8 @@ const RESERVED_CHECKS: [(&str, &CStr, CheckLock); 3] = [
         CheckLock::Text,
     ),
 ];
+/// What [`reserved_by`] says of a jump-label site (checked first).
+pub(crate) const JUMP_LABEL_SITE: &str = "a jump-label site";
 /// `jump_label_lock`, `jump_label_unlock`, `text_mutex`: not exported;
 /// resolved at load like the checks they guard.
 static JUMP_LABEL_LOCK: AtomicUsize = AtomicUsize::new(0);
@@ -325,6 +327,31 @@ pub(crate) fn has_extable_entry(addr: usize) -> bool {
     }
 }
 
+/// Where the exception fixup of the instruction at `addr` lands, if it has
+/// one. Process context.
+// Only the x86_64 jump optimization needs it.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn extable_landing(addr: usize) -> Option<usize> {
+    let f = SEARCH_EXTABLES.load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: as in `has_extable_entry`; a found entry lives in the kernel's
+    // or a live module's table (the caller's text is live: registration
+    // lock, module notifier).
+    unsafe {
+        let search: unsafe extern "C" fn(c_ulong) -> *const bindings::exception_table_entry =
+            core::mem::transmute(f);
+        let e = search(addr);
+        if e.is_null() {
+            return None;
+        }
+        // `fixup` is relative to its own address (x86_64 and arm64 alike).
+        let at = core::ptr::addr_of!((*e).fixup);
+        Some((at as usize).wrapping_add(*at as isize as usize))
+    }
+}
+
 /// Holds the lock of one reserved-text check (process context).
 struct CheckGuard(CheckLock);
 
@@ -383,6 +410,16 @@ pub(crate) const FTRACE_SITE: &str = "an ftrace call site";
 /// within `[addr, addr + ftrace_guard]` (the arch says how far ftrace's
 /// bytes reach back, e.g. arm64's per-function ops literal).
 pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static str> {
+    reserved_range_by(addr, addr + 1, ftrace_guard)
+}
+
+/// [`reserved_by`] for any byte of `[start, end)`.
+pub(crate) fn reserved_range_by(
+    start: usize,
+    end: usize,
+    ftrace_guard: usize,
+) -> Option<&'static str> {
+    let last = end - 1;
     for (slot, (why, _, lock)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
         let f = slot.load(Ordering::Acquire);
         if f == 0 {
@@ -394,7 +431,7 @@ pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static s
         let reserved = unsafe {
             let f: unsafe extern "C" fn(usize, usize) -> kernel::ffi::c_int =
                 core::mem::transmute(f);
-            f(addr, addr) != 0
+            f(start, last) != 0
         };
         if reserved {
             return Some(why);
@@ -406,7 +443,7 @@ pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static s
         // the C signature `unsigned long (unsigned long, unsigned long)`.
         let site = unsafe {
             let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
-            f(addr, addr + ftrace_guard)
+            f(start, last + ftrace_guard)
         };
         if site != 0 {
             return Some(FTRACE_SITE);

@@ -17,6 +17,7 @@
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
+//! - `kp_x86_opt` (x86_64): jump-optimized probes.
 
 #[macro_use]
 mod kunit;
@@ -42,6 +43,8 @@ mod ftrace_suite;
 mod hostile_suite;
 mod kernel_suite;
 mod kret_suite;
+#[cfg(CONFIG_X86_64)]
+mod opt_x86_64;
 mod probe_suite;
 mod random_suite;
 #[cfg(CONFIG_ARM64)]

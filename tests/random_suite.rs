@@ -195,6 +195,21 @@ fn random_kernel_instructions(t: &mut Test) {
     ));
     kp_expect_eq!(t, probes.len(), WANT);
     workload();
+    // Let the settled probes be jump-optimized where that is safe (x86_64),
+    // then run the workload again through the jumps.
+    // SAFETY: process context.
+    unsafe { bindings::msleep(500) };
+    let optimized = probes
+        .iter()
+        .filter(|p| p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0)
+        .count();
+    t.info(format_args!(
+        "{} of {} probes jump-optimized",
+        optimized,
+        probes.len()
+    ));
+    kp_expect_eq!(t, optimized > 0, cfg!(CONFIG_X86_64));
+    workload();
     let mut missed = 0;
     for p in probes.iter_mut() {
         missed += p.nmissed;

@@ -39,6 +39,60 @@ pub(crate) use kretprobe::{
 /// an address is refused when a site lies within the next 12 bytes.
 pub(crate) const FTRACE_GUARD: usize = 12;
 
+/// Jump optimization: none on arm64 (a branch-based detour cannot reach
+/// the handlers with a full register set without a trap; see README).
+pub(crate) const OPT_SUPPORTED: bool = false;
+/// The most bytes a jump covers (none).
+pub(crate) const OPT_MAX_SPAN: usize = 1;
+
+/// No jump on arm64.
+#[derive(Clone, Copy)]
+pub(crate) struct OptInsn;
+
+impl OptInsn {
+    /// No jump.
+    pub(crate) const NONE: OptInsn = OptInsn;
+}
+
+/// Never optimizes.
+pub(crate) fn opt_prepare(
+    _addr: usize,
+    _fstart: usize,
+    _fsize: usize,
+    _other_probe: impl Fn(usize) -> bool,
+) -> core::result::Result<OptInsn, (&'static str, bool)> {
+    Err(("no jump optimization on arm64", true))
+}
+
+/// Unreachable: nothing is prepared.
+pub(crate) fn opt_resume(_o: &OptInsn) -> usize {
+    0
+}
+
+/// No bytes covered.
+pub(crate) fn opt_span(_o: &OptInsn) -> usize {
+    0
+}
+
+/// No bytes covered.
+#[allow(dead_code)]
+pub(crate) fn opt_orig(_o: &OptInsn) -> &[u8] {
+    &[]
+}
+
+/// Unreachable: nothing is prepared.
+pub(crate) fn opt_jump(_addr: usize, _o: &OptInsn) -> Result {
+    Err(crate::errno::eopnotsupp())
+}
+
+/// Unreachable: nothing is jumped.
+pub(crate) fn opt_unjump(_addr: usize, _o: &OptInsn) -> Result {
+    Ok(())
+}
+
+/// Nothing to free.
+pub(crate) fn opt_release(_o: &OptInsn) {}
+
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "arm64";
 

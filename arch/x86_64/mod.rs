@@ -19,6 +19,7 @@
 pub(crate) mod decode;
 mod emulate;
 mod kretprobe;
+mod opt;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
 mod trap;
@@ -34,6 +35,56 @@ pub(crate) use kretprobe::{
 /// How far before an ftrace call site its bytes reach: none on x86_64 (the
 /// 5-byte site itself is checked).
 pub(crate) const FTRACE_GUARD: usize = 0;
+
+pub(crate) use opt::OptInsn;
+
+/// Whether this backend has jump optimization (`src/optimize.rs`).
+pub(crate) const OPT_SUPPORTED: bool = true;
+/// The most bytes a jump covers.
+pub(crate) const OPT_MAX_SPAN: usize = opt::MAX_SPAN;
+
+/// Checks whether the probe at `addr` (in the function `[fstart, fstart +
+/// fsize)`) can be jump-optimized and builds its detour; `other_probe(a)`:
+/// whether another probe sits at `a`. Refusals say why and whether they are
+/// permanent (false: out of slots or memory). Registration lock held.
+pub(crate) fn opt_prepare(
+    addr: usize,
+    fstart: usize,
+    fsize: usize,
+    other_probe: impl Fn(usize) -> bool,
+) -> core::result::Result<OptInsn, (&'static str, bool)> {
+    opt::prepare(addr, fstart, fsize, other_probe)
+}
+
+/// Where breakpoint hits resume while the jump is prepared or written.
+pub(crate) fn opt_resume(o: &OptInsn) -> usize {
+    opt::resume(o)
+}
+
+/// Bytes the jump covers.
+pub(crate) fn opt_span(o: &OptInsn) -> usize {
+    opt::span(o)
+}
+
+/// The original bytes under the jump.
+pub(crate) fn opt_orig(o: &OptInsn) -> &[u8] {
+    o.orig()
+}
+
+/// Writes the jump over the armed breakpoint.
+pub(crate) fn opt_jump(addr: usize, o: &OptInsn) -> Result {
+    opt::jump(addr, o)
+}
+
+/// Puts the breakpoint and the original bytes back.
+pub(crate) fn opt_unjump(addr: usize, o: &OptInsn) -> Result {
+    opt::unjump(addr, o)
+}
+
+/// Frees the detour once no task can be in it.
+pub(crate) fn opt_release(o: &OptInsn) {
+    opt::release(o)
+}
 
 /// Backend name, for messages.
 pub(crate) const NAME: &str = "x86_64";
@@ -86,7 +137,8 @@ extern "C" {
 }
 
 /// Reads up to `MAX_INSN_LEN` bytes of text at `addr`, with the original
-/// bytes in place of our own breakpoints.
+/// bytes in place of our own breakpoints and jumps. Registration lock held
+/// (the jumps' bytes are read under it).
 fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     let mut buf = [0u8; MAX_INSN_LEN];
     // Near the end of mapped text fewer than MAX_INSN_LEN bytes may be
@@ -108,6 +160,7 @@ fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
             }
         }
     }
+    crate::optimize::overlay(addr, &mut buf);
     Ok(buf)
 }
 
@@ -458,8 +511,11 @@ pub(crate) fn finish_step(
 
 /// Describes the instruction at `addr` (`kp_decode_insn()`).
 pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
-    // The original bytes, with our own breakpoints undone.
-    let b = read_text(addr)?;
+    // The original bytes, with our own breakpoints and jumps undone.
+    let b = {
+        let _g = crate::registry::RegGuard::lock();
+        read_text(addr)?
+    };
     let i = decode(&b).map_err(|_| crate::errno::eilseq())?;
     Ok(crate::query::InsnInfo {
         len: i.len as usize,

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! x86_64 jump optimization: a settled probe's `int3` becomes a `jmp rel32`
+//! to a per-probe detour, so that a hit costs no trap at all.
+//!
+//! ```text
+//! probed text:  addr:  e9 <rel32>  (covers the instructions of [addr, addr + span))
+//! detour (one slot):
+//!   +0   push $addr                   68 imm32 (text addresses sign-extend)
+//!   +5   call kp_x86_opt_common       e8 rel32
+//!   +10  the covered instructions, relocated (RIP-relative operands re-aimed)
+//!   +10+span  jmp addr + span         e9 rel32
+//! ```
+//!
+//! `kp_x86_opt_common` builds a `struct pt_regs` (the register state at
+//! `addr`), masks interrupts (telling lockdep, when the kernel traces IRQ
+//! flags) and calls [`kp_x86_opt_hit`], which runs the pre handlers through
+//! the core (`crate::hit::on_jump`) and picks where to
+//! resume: the relocated instructions (the word the `call` pushed), or where
+//! a handler redirected execution. The trampoline restores every register
+//! and the flags and returns there, dropping the pushed address (`ret $8`).
+//!
+//! Safety conditions, checked by [`prepare`] on the whole function (as the
+//! kernel's `can_optimize()`, plus exception-table landing pads and jump
+//! labels): every covered instruction runs out of line unchanged (the
+//! boostable set, no exception-table entry), the jump stays inside the
+//! function, nothing in the function branches into the covered bytes after
+//! their first (direct branches, exception fixups; a function with an
+//! indirect jump or a jump-label site is refused, as its targets are not
+//! known), and no other probe sits in them. The core keeps the rest of the
+//! protocol (`src/optimize.rs`): when the detour exists, breakpoint hits
+//! resume in it rather than at `addr + len`, so that no CPU enters the
+//! covered bytes after their first; the jump is written after every task
+//! that might be inside them left (`synchronize_rcu_tasks()`).
+
+use super::decode::{self, decode, Class, MAX_INSN_LEN};
+use super::{can_boost, place_copy, read_text, INT3, SLOT_SIZE};
+use crate::{slots, symbols, text};
+use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::bindings;
+use kernel::prelude::*;
+
+/// Bytes of the jump.
+const JMP_LEN: usize = 5;
+/// Bytes before the relocated instructions in a detour.
+const HEAD: usize = 10;
+/// The most bytes a jump can cover: its last byte is in an instruction that
+/// starts at most 4 bytes after `addr` and is at most 15 long.
+pub(crate) const MAX_SPAN: usize = JMP_LEN - 1 + MAX_INSN_LEN;
+
+/// A prepared jump: its detour and the original bytes it covers.
+#[derive(Clone, Copy)]
+pub(crate) struct OptInsn {
+    detour: usize,
+    span: usize,
+    orig: [u8; MAX_SPAN],
+}
+
+impl OptInsn {
+    /// No jump.
+    pub(crate) const NONE: OptInsn = OptInsn {
+        detour: 0,
+        span: 0,
+        orig: [0; MAX_SPAN],
+    };
+
+    /// The original bytes under the jump (`[addr, addr + span)`).
+    pub(crate) fn orig(&self) -> &[u8] {
+        self.orig.get(..self.span).unwrap_or(&[])
+    }
+}
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", @progbits",
+    ".globl kp_x86_opt_common",
+    ".type kp_x86_opt_common, @function",
+    ".p2align 4",
+    "kp_x86_opt_common:",
+    // [rsp] = where to resume (the detour's relocated instructions),
+    // [rsp + 8] = the probed address. Build pt_regs below them.
+    "pushq $0x18",
+    "pushq %rsp",
+    "pushfq",
+    "cli",
+    "pushq $0x10",
+    "pushq $0",
+    "pushq $-1",
+    "pushq %rdi",
+    "pushq %rsi",
+    "pushq %rdx",
+    "pushq %rcx",
+    "pushq %rax",
+    "pushq %r8",
+    "pushq %r9",
+    "pushq %r10",
+    "pushq %r11",
+    "pushq %rbx",
+    "pushq %rbp",
+    "pushq %r12",
+    "pushq %r13",
+    "pushq %r14",
+    "pushq %r15",
+    "movq %rsp, %rdi",
+    "call kp_x86_opt_hit",
+    "popq %r15",
+    "popq %r14",
+    "popq %r13",
+    "popq %r12",
+    "popq %rbp",
+    "popq %rbx",
+    "popq %r11",
+    "popq %r10",
+    "popq %r9",
+    "popq %r8",
+    "popq %rax",
+    "popq %rcx",
+    "popq %rdx",
+    "popq %rsi",
+    "popq %rdi",
+    // orig_ax, ip, cs
+    "addq $24, %rsp",
+    "popfq",
+    // sp, ss (lea: the flags are restored already); then go where
+    // kp_x86_opt_hit said, dropping the address.
+    "leaq 16(%rsp), %rsp",
+    "ret $8",
+    "int3",
+    ".size kp_x86_opt_common, . - kp_x86_opt_common",
+    ".popsection",
+    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
+    ".long kp_x86_opt_common - .",
+    ".popsection",
+    options(att_syntax),
+);
+
+extern "C" {
+    fn kp_x86_opt_common();
+    fn kp_helper_sync_all_cores();
+}
+
+#[cfg(CONFIG_TRACE_IRQFLAGS)]
+extern "C" {
+    fn trace_hardirqs_off();
+    fn trace_hardirqs_on();
+}
+
+/// `X86_EFLAGS_IF`.
+#[cfg(CONFIG_TRACE_IRQFLAGS)]
+const FLAGS_IF: usize = 1 << 9;
+
+/// Size of `struct pt_regs`: the two words the detour pushed sit above it.
+const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
+
+/// Set once a redirect could not be honoured (reported once).
+static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Called by `kp_x86_opt_common` with the frame it built.
+///
+/// # Safety
+///
+/// `regs` is the trampoline's `pt_regs`, with the resume address and the
+/// probed address in the two words above it; interrupts are off.
+#[no_mangle]
+unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
+    // The trampoline's `cli`, as `local_irq_save()` would report it.
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    // SAFETY: interrupts are off.
+    unsafe {
+        trace_hardirqs_off()
+    };
+    let resume_slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
+    // SAFETY: per the function's contract.
+    let (regs, resume, addr) = unsafe { (&mut *regs, *resume_slot, *resume_slot.add(1)) };
+    // The view at the probed instruction: its stack pointer, and `ip` one
+    // past it, as after the breakpoint.
+    let orig_sp = resume_slot as usize + 16;
+    regs.sp = orig_sp;
+    regs.ip = addr + 1;
+    let to = if crate::hit::on_jump(addr, regs) {
+        // Redirected. As on the ftrace path only the stack pointer the code
+        // had can be resumed with, or a return to the caller (through a
+        // `ret` stub); anything else is undone and the code runs on.
+        if !super::ftrace_fixup_redirect(regs, orig_sp, resume)
+            && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
+        {
+            pr_err!(
+                "optimized probe at {:#x}: a handler moved the stack pointer; \
+                 only a return to the caller can be honoured there\n",
+                addr
+            );
+        }
+        regs.ip
+    } else {
+        resume
+    };
+    // SAFETY: the slot is the return address of the trampoline's `ret`.
+    unsafe { *resume_slot = to };
+    // The trampoline's `popfq` turns them back on if they were.
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    if regs.flags & FLAGS_IF != 0 {
+        // SAFETY: interrupts are still off until the `popfq`.
+        unsafe { trace_hardirqs_on() };
+    }
+}
+
+/// Why [`prepare`] refused, and whether for good (false: out of slots or
+/// memory, worth another try).
+pub(crate) type Refusal = (&'static str, bool);
+
+/// Decides whether the probe at `addr` (in the function `[fstart, fstart +
+/// fsize)`) can be jump-optimized and builds its detour. `other_probe(a)`
+/// says whether another probe sits at `a`. Registration lock held.
+pub(crate) fn prepare(
+    addr: usize,
+    fstart: usize,
+    fsize: usize,
+    other_probe: impl Fn(usize) -> bool,
+) -> core::result::Result<OptInsn, Refusal> {
+    let fend = fstart + fsize;
+    // The covered instructions.
+    let mut insns = KVec::<(usize, decode::Insn, [u8; MAX_INSN_LEN])>::new();
+    let mut at = addr;
+    while at < addr + JMP_LEN {
+        let bytes = read_text(at).map_err(|_| ("unreadable text", true))?;
+        let insn = decode(&bytes).map_err(|_| ("undecodable instruction", true))?;
+        if !can_boost(&insn) {
+            return Err(("a covered instruction cannot run out of line", true));
+        }
+        if at != addr && other_probe(at) {
+            return Err(("another probe inside the jump", true));
+        }
+        if symbols::has_extable_entry(at) {
+            return Err(("a covered instruction has an exception-table entry", true));
+        }
+        insns
+            .push((at, insn, bytes), GFP_KERNEL)
+            .map_err(|_| ("out of memory", false))?;
+        at += insn.len as usize;
+    }
+    let span = at - addr;
+    if at > fend {
+        return Err(("the function ends inside the jump", true));
+    }
+    if symbols::reserved_range_by(addr, at, 0).is_some() {
+        return Err(("other kernel code patches the covered bytes", true));
+    }
+    if symbols::reserved_range_by(fstart, fend, 0) == Some(symbols::JUMP_LABEL_SITE) {
+        // Checked first: a jump label's target (in this function) is not
+        // in the text until it is switched.
+        return Err(("the function has a jump-label site", true));
+    }
+    // Nothing may branch into the covered bytes after the first.
+    let inside = |t: usize| t > addr && t < addr + span;
+    let mut pc = fstart;
+    while pc < fend {
+        let bytes = read_text(pc).map_err(|_| ("unreadable text", true))?;
+        let insn = decode(&bytes).map_err(|_| ("undecodable instruction in the function", true))?;
+        match insn.class {
+            Class::JmpIndirect => return Err(("the function has an indirect jump", true)),
+            _ => {
+                if let Some(t) = insn.rel_target(pc as u64, &bytes) {
+                    if inside(t as usize) {
+                        return Err(("a branch targets the covered bytes", true));
+                    }
+                }
+            }
+        }
+        if let Some(landing) = symbols::extable_landing(pc) {
+            if inside(landing) {
+                return Err(("an exception fixup lands in the covered bytes", true));
+            }
+        }
+        pc += insn.len as usize;
+    }
+    // Text addresses sign-extend from 32 bits (push imm32).
+    let imm = i32::try_from(addr as i64).map_err(|_| ("address out of push range", true))?;
+    let detour = slots::alloc().ok_or(("no free slot", false))?;
+    let mut code = [INT3; SLOT_SIZE];
+    let built = (|| -> Result {
+        code[0] = 0x68;
+        code[1..5].copy_from_slice(&imm.to_le_bytes());
+        let common = kp_x86_opt_common as *const () as usize;
+        put_rel32(&mut code, 5, 0xe8, detour, common)?;
+        for (a, insn, bytes) in insns.iter() {
+            place_copy(&mut code, HEAD + (a - addr), insn, bytes, *a, detour)?;
+        }
+        put_rel32(&mut code, HEAD + span, 0xe9, detour, addr + span)?;
+        text::write(detour, &code)
+    })();
+    if built.is_err() {
+        slots::free(detour);
+        return Err(("cannot build the detour", false));
+    }
+    let mut orig = [0u8; MAX_SPAN];
+    for (a, insn, bytes) in insns.iter() {
+        let off = a - addr;
+        let n = insn.len as usize;
+        orig[off..off + n].copy_from_slice(&bytes[..n]);
+    }
+    Ok(OptInsn { detour, span, orig })
+}
+
+/// Writes `op rel32` at `code[at..]` (to run at `base + at`) reaching `to`.
+fn put_rel32(code: &mut [u8; SLOT_SIZE], at: usize, op: u8, base: usize, to: usize) -> Result {
+    let rel = to as i64 - (base + at + JMP_LEN) as i64;
+    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
+    code[at] = op;
+    code[at + 1..at + JMP_LEN].copy_from_slice(&rel.to_le_bytes());
+    Ok(())
+}
+
+/// Where a breakpoint hit on a prepared probe resumes: the relocated
+/// instructions (never the covered bytes after the first).
+pub(crate) fn resume(opt: &OptInsn) -> usize {
+    opt.detour + HEAD
+}
+
+/// Bytes the jump covers.
+pub(crate) fn span(opt: &OptInsn) -> usize {
+    opt.span
+}
+
+fn sync() {
+    // SAFETY: process context.
+    unsafe { kp_helper_sync_all_cores() };
+}
+
+/// Replaces the armed breakpoint at `addr` with the jump, breakpoint first:
+/// the tail under the `int3` (no CPU executes it: hits resume in the detour
+/// and nothing branches there), sync, then the first byte, sync.
+pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
+    let rel = opt.detour as i64 - (addr + JMP_LEN) as i64;
+    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
+    let mut tail = [INT3; MAX_SPAN];
+    tail[..JMP_LEN - 1].copy_from_slice(&rel.to_le_bytes());
+    // The rest of the covered bytes become int3: never executed, and a
+    // stray jump there traps loudly instead of running a torn instruction.
+    text::write(addr + 1, &tail[..opt.span - 1])?;
+    sync();
+    text::write(addr, &[0xe9])?;
+    sync();
+    Ok(())
+}
+
+/// Puts the breakpoint back in place of the jump, then the original tail.
+pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
+    text::write(addr, &[INT3])?;
+    sync();
+    text::write(addr + 1, &opt.orig[1..opt.span])?;
+    sync();
+    Ok(())
+}
+
+/// Gives the detour back, once no task can still be in it (the relocated
+/// instructions run with interrupts on).
+pub(crate) fn release(opt: &OptInsn) {
+    if opt.detour != 0 {
+        slots::free_deferred(opt.detour);
+    }
+}

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Jump optimization of settled probes (the arch's `opt_*`; x86_64 only).
+//!
+//! A breakpoint probe with no post or fault handler may have its `int3`
+//! replaced by a jump to a detour that calls the handlers without a trap
+//! (the kernel's optprobes). The protocol, all under the registration lock
+//! except the wait:
+//!
+//! 1. A point is armed: the optimizer (delayed work, batched) is kicked.
+//! 2. The optimizer asks the arch to check the function and build a detour
+//!    for each candidate, and publishes it (`Point::opt_resume`): from now
+//!    on breakpoint hits resume in the detour's relocated instructions, so
+//!    no CPU newly enters the bytes the jump will cover.
+//! 3. It waits, without the lock, until every task that may have been
+//!    inside those bytes left them (`synchronize_rcu_tasks()`), then writes
+//!    the jumps (breakpoint first, see the arch).
+//!
+//! Unoptimizing (a probe with a post or fault handler joins, the point is
+//! disarmed, a new probe lands inside the jump, the debugfs switch) puts the
+//! breakpoint back and the original bytes, then unpublishes the detour; the
+//! detour's slot is reused only after every task left it. Readers of text
+//! (`arch::read_text`) see the original bytes under a jump.
+
+use crate::arch;
+use crate::registry::{self, Point, RegGuard};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use kernel::prelude::*;
+
+extern "C" {
+    fn kp_helper_opt_schedule();
+    fn kp_helper_opt_cancel();
+}
+
+/// The debugfs `optimize` switch.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+/// Points whose jump is written (a fast path for [`overlay`]).
+static JUMPED: AtomicUsize = AtomicUsize::new(0);
+/// Bumped when a point goes away: a refusal because of a neighbour may no
+/// longer hold (`Point::opt_refused` keeps the epoch + 1 of its refusal).
+static EPOCH: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether jump optimization is on.
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Asks for an optimizer run soon (after a short delay that lets a batch
+/// of registrations settle). Any context.
+pub(crate) fn kick() {
+    if arch::OPT_SUPPORTED && enabled() {
+        // SAFETY: schedules the static delayed work; no-op if pending.
+        unsafe { kp_helper_opt_schedule() };
+    }
+}
+
+/// A point went away (its neighbours may now be optimizable).
+pub(crate) fn point_removed() {
+    EPOCH.fetch_add(1, Ordering::Relaxed);
+    kick();
+}
+
+fn candidate(point: &Point, epoch: usize) -> bool {
+    !point.ftrace
+        && point.armed.load(Ordering::Relaxed)
+        && point.opt_resume.load(Ordering::Relaxed) == 0
+        && point.opt_refused.load(Ordering::Relaxed) != epoch + 1
+        && !point.any_post_handler()
+}
+
+/// The delayed work: prepare detours for candidates, wait, write jumps.
+#[no_mangle]
+pub(crate) extern "C" fn kp_optimizer_run() {
+    let mut prepared = 0;
+    {
+        let g = RegGuard::lock();
+        if !enabled() {
+            return;
+        }
+        let epoch = EPOCH.load(Ordering::Relaxed);
+        registry::for_each_point(&g, |point| {
+            if !candidate(point, epoch) {
+                return;
+            }
+            let Some(sym) = crate::symbols::symbol_at(point.addr) else {
+                return;
+            };
+            match arch::opt_prepare(point.addr, sym.start, sym.size, |a| {
+                registry::lookup(a).is_some()
+            }) {
+                Ok(o) => {
+                    // SAFETY: registration lock held; not published yet
+                    // (`opt_resume` is 0), so no reader looks at it.
+                    unsafe { *point.opt.get() = o };
+                    point
+                        .opt_resume
+                        .store(arch::opt_resume(&o), Ordering::Release);
+                    prepared += 1;
+                }
+                Err((_, true)) => point.opt_refused.store(epoch + 1, Ordering::Relaxed),
+                Err((_, false)) => {}
+            }
+        });
+    }
+    if prepared == 0 {
+        return;
+    }
+    // Tasks that were inside the bytes to be covered (preempted, or
+    // interrupted there) leave them; new ones cannot enter.
+    // SAFETY: process context (workqueue).
+    unsafe { kernel::bindings::synchronize_rcu_tasks() };
+    let g = RegGuard::lock();
+    registry::for_each_point(&g, |point| {
+        if point.opt_resume.load(Ordering::Relaxed) == 0 || point.opt_jumped.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        // Still prepared: unoptimizing in the meantime would have cleared
+        // `opt_resume`, and only this work prepares.
+        // SAFETY: registration lock held.
+        let o = unsafe { *point.opt.get() };
+        match arch::opt_jump(point.addr, &o) {
+            Ok(()) => {
+                point.opt_jumped.store(true, Ordering::Relaxed);
+                JUMPED.fetch_add(1, Ordering::Relaxed);
+                registry::set_optimized_flag(&g, point, true);
+            }
+            Err(e) => {
+                pr_err!("cannot optimize the probe at {:#x}: {:?}\n", point.addr, e);
+                let _ = unoptimize(&g, point);
+            }
+        }
+    });
+}
+
+/// Puts `point` back on its breakpoint (no-op if it is not optimized).
+/// Registration lock held.
+pub(crate) fn unoptimize(g: &RegGuard, point: &Point) -> Result {
+    if point.opt_resume.load(Ordering::Relaxed) == 0 {
+        return Ok(());
+    }
+    // SAFETY: registration lock held.
+    let o = unsafe { *point.opt.get() };
+    if point.opt_jumped.load(Ordering::Relaxed) {
+        arch::opt_unjump(point.addr, &o)?;
+        point.opt_jumped.store(false, Ordering::Relaxed);
+        JUMPED.fetch_sub(1, Ordering::Relaxed);
+        registry::set_optimized_flag(g, point, false);
+    }
+    // Hits step the instruction again; a CPU that took the old value may
+    // still run the detour, which is freed only after every task left it.
+    point.opt_resume.store(0, Ordering::Release);
+    arch::opt_release(&o);
+    Ok(())
+}
+
+/// Forgets `point`'s jump without touching the text (its module's text is
+/// going away). Registration lock held.
+pub(crate) fn forget(g: &RegGuard, point: &Point) {
+    if point.opt_resume.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if point.opt_jumped.swap(false, Ordering::Relaxed) {
+        JUMPED.fetch_sub(1, Ordering::Relaxed);
+        registry::set_optimized_flag(g, point, false);
+    }
+    // SAFETY: registration lock held.
+    let o = unsafe { *point.opt.get() };
+    point.opt_resume.store(0, Ordering::Release);
+    arch::opt_release(&o);
+}
+
+/// Unoptimizes the points whose jump covers `addr` (a probe is about to
+/// be placed there). Registration lock held.
+pub(crate) fn unoptimize_covering(g: &RegGuard, addr: usize) -> Result {
+    for a in addr.saturating_sub(arch::OPT_MAX_SPAN - 1)..addr {
+        if let Some(point) = registry::lookup(a) {
+            // SAFETY: registration lock held.
+            let span = arch::opt_span(unsafe { &*point.opt.get() });
+            if point.opt_resume.load(Ordering::Relaxed) != 0 && addr < a + span {
+                unoptimize(g, point)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replaces the bytes of `buf` (text read at `addr`) that lie under a jump
+/// with the original ones. Registration lock held.
+// arm64 has no jumps to see through.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn overlay(addr: usize, buf: &mut [u8]) {
+    if JUMPED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    for a in addr.saturating_sub(arch::OPT_MAX_SPAN - 1)..addr + buf.len() {
+        let Some(point) = registry::lookup(a) else {
+            continue;
+        };
+        if !point.opt_jumped.load(Ordering::Relaxed) {
+            continue;
+        }
+        // SAFETY: registration lock held.
+        let orig = arch::opt_orig(unsafe { &*point.opt.get() });
+        for (i, &b) in orig.iter().enumerate() {
+            if let Some(d) = (a + i).checked_sub(addr).and_then(|o| buf.get_mut(o)) {
+                *d = b;
+            }
+        }
+    }
+}
+
+/// The debugfs switch: off unoptimizes every probe, on kicks the optimizer.
+pub(crate) fn set_enabled(on: bool) -> Result {
+    ENABLED.store(on, Ordering::Relaxed);
+    if on {
+        kick();
+        return Ok(());
+    }
+    let g = RegGuard::lock();
+    let mut r = Ok(());
+    registry::for_each_point(&g, |point| {
+        if let Err(e) = unoptimize(&g, point) {
+            r = Err(e);
+        }
+    });
+    r
+}
+
+/// Engine unload: no optimizer run after this returns.
+pub(crate) fn exit() {
+    ENABLED.store(false, Ordering::Relaxed);
+    // SAFETY: process context; cancels and waits for the work.
+    unsafe { kp_helper_opt_cancel() };
+}
