@@ -536,21 +536,34 @@ fn check_name(s: &str, max: usize, errs: [ErrKind; 3], pos: usize) -> Res<()> {
     Ok(())
 }
 
+/// Splits `NAME<sep>REST` (at `pos`) at the first `sep`, checking NAME
+/// with [`check_name`]; returns the name, the rest and where the rest
+/// starts. Without `sep`: no name, all of `s`.
+fn split_name(
+    s: &str,
+    sep: char,
+    max: usize,
+    errs: [ErrKind; 3],
+    pos: usize,
+) -> Res<(Option<&str>, &str, usize)> {
+    match s.find(sep) {
+        Some(i) => {
+            let name = sub(s, 0, i);
+            check_name(name, max, errs, pos)?;
+            Ok((Some(name), from(s, i + 1), pos + i + 1))
+        }
+        None => Ok((None, s, pos)),
+    }
+}
+
 /// `[GRP/]EVENT` after the `:`; either part may be missing.
 fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Option<&str>)> {
-    let (group, event, epos) = match s.find('/') {
-        Some(i) => {
-            let g = sub(s, 0, i);
-            let errs = [
-                ErrKind::NoGroupName,
-                ErrKind::GroupTooLong,
-                ErrKind::BadGroupName,
-            ];
-            check_name(g, MAX_EVENT_NAME_LEN, errs, pos)?;
-            (Some(g), from(s, i + 1), pos + i + 1)
-        }
-        None => (None, s, pos),
-    };
+    let errs = [
+        ErrKind::NoGroupName,
+        ErrKind::GroupTooLong,
+        ErrKind::BadGroupName,
+    ];
+    let (group, event, epos) = split_name(s, '/', MAX_EVENT_NAME_LEN, errs, pos)?;
     if event.is_empty() {
         // `p:GRP/` generates the name; `p:` alone is an error (as in the
         // kernel's traceprobe_parse_event_name()).
@@ -874,19 +887,12 @@ fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
 
 /// Parses `[NAME=]FETCHARG[:TYPE]` at `pos`.
 fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
-    let (name, body, bpos) = match tok.find('=') {
-        Some(i) => {
-            let n = sub(tok, 0, i);
-            let errs = [
-                ErrKind::NoArgName,
-                ErrKind::ArgNameTooLong,
-                ErrKind::BadArgName,
-            ];
-            check_name(n, MAX_ARG_NAME_LEN, errs, pos)?;
-            (Some(n), from(tok, i + 1), pos + i + 1)
-        }
-        None => (None, tok, pos),
-    };
+    let errs = [
+        ErrKind::NoArgName,
+        ErrKind::ArgNameTooLong,
+        ErrKind::BadArgName,
+    ];
+    let (name, body, bpos) = split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?;
     if body.is_empty() {
         return err(ErrKind::NoArgBody, bpos);
     }

@@ -119,22 +119,9 @@ pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) 
     // SAFETY: the ftrace callback passes its saved registers, ours to use.
     let regs = unsafe { &mut *regs };
     // SAFETY: interrupts are off (the C callback disabled them).
-    let cpu = unsafe { Cpu::this() };
-    if cpu.depth() > 0 {
-        // Inside another probe's handler on this CPU: count, run nothing.
-        for p in enabled(point) {
-            p.count_missed();
-        }
+    let Some(cpu) = (unsafe { begin_handlers(point) }) else {
         return;
-    }
-    let frame = Frame {
-        point,
-        stage: stage::HANDLERS,
-        saved: 0,
     };
-    if cpu.push(frame).is_none() {
-        return;
-    }
     let (orig_ip, orig_sp) = (arch::regs::ip(regs), arch::regs::sp(regs));
     arch::regs::set_ip(regs, ip + arch::FTRACE_PRE_IP_OFFSET);
     if run_pre(point, regs) {
@@ -171,24 +158,36 @@ pub(crate) fn on_jump(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         return false;
     };
     // SAFETY: interrupts are off (the detour masked them).
+    let Some(cpu) = (unsafe { begin_handlers(point) }) else {
+        return false;
+    };
+    let redirected = run_pre(point, regs);
+    cpu.pop();
+    redirected
+}
+
+/// For the trap-less paths (ftrace, detour): marks this CPU busy with
+/// `point`'s handlers, or, inside another probe's handler on this CPU,
+/// counts a miss on each enabled probe and returns `None` (run nothing).
+///
+/// # Safety
+///
+/// Interrupts are off.
+unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
+    // SAFETY: interrupts are off (the caller's contract).
     let cpu = unsafe { Cpu::this() };
     if cpu.depth() > 0 {
         for p in enabled(point) {
             p.count_missed();
         }
-        return false;
+        return None;
     }
     let frame = Frame {
         point,
         stage: stage::HANDLERS,
         saved: 0,
     };
-    if cpu.push(frame).is_none() {
-        return false;
-    }
-    let redirected = run_pre(point, regs);
-    cpu.pop();
-    redirected
+    cpu.push(frame).map(|_| cpu)
 }
 
 /// Counts a hit on each enabled probe and runs its pre handler, in

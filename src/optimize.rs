@@ -136,13 +136,28 @@ pub(crate) extern "C" fn kp_optimizer_run() {
 /// Puts `point` back on its breakpoint (no-op if it is not optimized).
 /// Registration lock held.
 pub(crate) fn unoptimize(g: &RegGuard, point: &Point) -> Result {
+    drop_jump(g, point, true)
+}
+
+/// Forgets `point`'s jump without touching the text (its module's text is
+/// going away). Registration lock held.
+pub(crate) fn forget(g: &RegGuard, point: &Point) {
+    // Cannot fail without a text write.
+    let _ = drop_jump(g, point, false);
+}
+
+/// Takes the jump off `point` (with the original bytes written back if
+/// `restore`) and unpublishes its detour. Registration lock held.
+fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     if point.opt_resume.load(Ordering::Relaxed) == 0 {
         return Ok(());
     }
     // SAFETY: registration lock held.
     let o = unsafe { *point.opt.get() };
     if point.opt_jumped.load(Ordering::Relaxed) {
-        arch::opt_unjump(point.addr, &o)?;
+        if restore {
+            arch::opt_unjump(point.addr, &o)?;
+        }
         point.opt_jumped.store(false, Ordering::Relaxed);
         JUMPED.fetch_sub(1, Ordering::Relaxed);
         registry::set_optimized_flag(g, point, false);
@@ -152,22 +167,6 @@ pub(crate) fn unoptimize(g: &RegGuard, point: &Point) -> Result {
     point.opt_resume.store(0, Ordering::Release);
     arch::opt_release(&o);
     Ok(())
-}
-
-/// Forgets `point`'s jump without touching the text (its module's text is
-/// going away). Registration lock held.
-pub(crate) fn forget(g: &RegGuard, point: &Point) {
-    if point.opt_resume.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    if point.opt_jumped.swap(false, Ordering::Relaxed) {
-        JUMPED.fetch_sub(1, Ordering::Relaxed);
-        registry::set_optimized_flag(g, point, false);
-    }
-    // SAFETY: registration lock held.
-    let o = unsafe { *point.opt.get() };
-    point.opt_resume.store(0, Ordering::Release);
-    arch::opt_release(&o);
 }
 
 /// Unoptimizes the points whose jump covers `addr` (a probe is about to

@@ -119,9 +119,7 @@ impl Point {
             // leaving the list (see `probes`).
             let p = unsafe { &*p };
             // SAFETY: a listed probe's client struct is valid.
-            !p.disabled.load(Ordering::Relaxed)
-                // SAFETY: a listed probe's client struct is valid.
-                && unsafe { (*p.user).post_handler.is_some() || (*p.user).fault_handler.is_some() }
+            !p.disabled.load(Ordering::Relaxed) && needs_step(unsafe { &*p.user })
         })
     }
 
@@ -395,8 +393,8 @@ pub(crate) fn set_optimized_flag(_g: &RegGuard, point: &Point, on: bool) {
     }
 }
 
-/// Whether `p` needs the breakpoint path (a post or fault handler runs after
-/// the step), so that a point it joins cannot stay jump-optimized.
+/// Whether `p` needs the step to end in a trap (a post or fault handler):
+/// no boosting, no jump optimization where it is enabled.
 fn needs_step(p: &KpKprobe) -> bool {
     p.post_handler.is_some() || p.fault_handler.is_some()
 }

@@ -29,50 +29,8 @@ core::arch::global_asm!(
     ".p2align 4",
     "kp_x86_kret_trampoline:",
     // [rsp] = the stub's slot index. Build pt_regs below it.
-    "pushq $0x18",
-    "pushq %rsp",
-    "pushfq",
-    "cli",
-    "pushq $0x10",
-    "pushq $0",
-    "pushq $-1",
-    "pushq %rdi",
-    "pushq %rsi",
-    "pushq %rdx",
-    "pushq %rcx",
-    "pushq %rax",
-    "pushq %r8",
-    "pushq %r9",
-    "pushq %r10",
-    "pushq %r11",
-    "pushq %rbx",
-    "pushq %rbp",
-    "pushq %r12",
-    "pushq %r13",
-    "pushq %r14",
-    "pushq %r15",
-    "movq %rsp, %rdi",
-    "call kp_x86_kret_return",
-    "popq %r15",
-    "popq %r14",
-    "popq %r13",
-    "popq %r12",
-    "popq %rbp",
-    "popq %rbx",
-    "popq %r11",
-    "popq %r10",
-    "popq %r9",
-    "popq %r8",
-    "popq %rax",
-    "popq %rcx",
-    "popq %rdx",
-    "popq %rsi",
-    "popq %rdi",
-    // orig_ax, ip, cs
-    "addq $24, %rsp",
-    "popfq",
-    // sp, ss; then return through the slot that held the index.
-    "addq $16, %rsp",
+    pt_regs_trampoline!("kp_x86_kret_return"),
+    // Return through the slot that held the index.
     "ret",
     ".size kp_x86_kret_trampoline, . - kp_x86_kret_trampoline",
     ".popsection",
@@ -111,13 +69,11 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
 /// Writes the stub for slot `index` at `stub`.
 pub(crate) fn write_kret_stub(stub: usize, index: usize) -> kernel::error::Result {
     let tramp = kp_x86_kret_trampoline as *const () as usize;
-    let rel = (tramp as i64 - (stub as i64 + 10)) as i32;
     let idx = index as u32;
     let mut code = [0u8; 10];
     code[0] = 0x68;
     code[1..5].copy_from_slice(&idx.to_le_bytes());
-    code[5] = 0xe9;
-    code[6..10].copy_from_slice(&rel.to_le_bytes());
+    super::put_rel32(&mut code, 5, 0xe9, stub, tramp)?;
     text::write(stub, &code)
 }
 

@@ -14,6 +14,62 @@
 //! the trailing int3): they are emulated at the hit ([`emulate`]), as the
 //! kernel does. Not yet here (see README status): boosting.
 
+/// The body of the kretprobe and detour trampolines: builds a `struct
+/// pt_regs` below the words the trampoline's entry pushed (`sp` and `ip` are
+/// for the callee to fill in), masks interrupts, calls `$handler(regs)`,
+/// then restores every register and the flags and drops the frame, leaving
+/// the stack pointer at those words (`lea`, so the flags stay restored).
+macro_rules! pt_regs_trampoline {
+    ($handler:literal) => {
+        concat!(
+            "pushq $0x18\n", // ss
+            "pushq %rsp\n",  // sp
+            "pushfq\n",
+            "cli\n",
+            "pushq $0x10\n", // cs
+            "pushq $0\n",    // ip
+            "pushq $-1\n",   // orig_ax
+            "pushq %rdi\n",
+            "pushq %rsi\n",
+            "pushq %rdx\n",
+            "pushq %rcx\n",
+            "pushq %rax\n",
+            "pushq %r8\n",
+            "pushq %r9\n",
+            "pushq %r10\n",
+            "pushq %r11\n",
+            "pushq %rbx\n",
+            "pushq %rbp\n",
+            "pushq %r12\n",
+            "pushq %r13\n",
+            "pushq %r14\n",
+            "pushq %r15\n",
+            "movq %rsp, %rdi\n",
+            "call ",
+            $handler,
+            "\n",
+            "popq %r15\n",
+            "popq %r14\n",
+            "popq %r13\n",
+            "popq %r12\n",
+            "popq %rbp\n",
+            "popq %rbx\n",
+            "popq %r11\n",
+            "popq %r10\n",
+            "popq %r9\n",
+            "popq %r8\n",
+            "popq %rax\n",
+            "popq %rcx\n",
+            "popq %rdx\n",
+            "popq %rsi\n",
+            "popq %rdi\n",
+            "addq $24, %rsp\n", // orig_ax, ip, cs
+            "popfq\n",
+            "leaq 16(%rsp), %rsp\n", // sp, ss
+        )
+    };
+}
+
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
@@ -330,11 +386,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     let built = place_copy(&mut copy, 0, &insn, &bytes, addr, slot).and_then(|()| {
         if boostable {
             place_copy(&mut copy, BOOST_OFF, &insn, &bytes, addr, slot)?;
-            let at = BOOST_OFF + len;
-            let rel = (addr + len) as i64 - (slot + at + 5) as i64;
-            let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
-            copy[at] = 0xe9;
-            copy[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
+            put_rel32(&mut copy, BOOST_OFF + len, 0xe9, slot, addr + len)?;
         }
         Ok(())
     });
@@ -350,6 +402,16 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         emulate: None,
         boostable,
     })
+}
+
+/// Writes `op rel32` (a `call` or `jmp`) at `code[at..]`, which runs at
+/// `base + at`, reaching `to`.
+fn put_rel32(code: &mut [u8], at: usize, op: u8, base: usize, to: usize) -> Result {
+    let rel = to as i64 - (base + at + 5) as i64;
+    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
+    code[at] = op;
+    code[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
+    Ok(())
 }
 
 /// Copies the instruction to `copy[at..]`, to run at `slot + at`, with a

@@ -34,7 +34,7 @@
 //! that might be inside them left (`synchronize_rcu_tasks()`).
 
 use super::decode::{self, decode, Class, MAX_INSN_LEN};
-use super::{can_boost, place_copy, read_text, INT3, SLOT_SIZE};
+use super::{can_boost, place_copy, put_rel32, read_text, INT3, SLOT_SIZE};
 use crate::{slots, symbols, text};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
@@ -78,51 +78,8 @@ core::arch::global_asm!(
     "kp_x86_opt_common:",
     // [rsp] = where to resume (the detour's relocated instructions),
     // [rsp + 8] = the probed address. Build pt_regs below them.
-    "pushq $0x18",
-    "pushq %rsp",
-    "pushfq",
-    "cli",
-    "pushq $0x10",
-    "pushq $0",
-    "pushq $-1",
-    "pushq %rdi",
-    "pushq %rsi",
-    "pushq %rdx",
-    "pushq %rcx",
-    "pushq %rax",
-    "pushq %r8",
-    "pushq %r9",
-    "pushq %r10",
-    "pushq %r11",
-    "pushq %rbx",
-    "pushq %rbp",
-    "pushq %r12",
-    "pushq %r13",
-    "pushq %r14",
-    "pushq %r15",
-    "movq %rsp, %rdi",
-    "call kp_x86_opt_hit",
-    "popq %r15",
-    "popq %r14",
-    "popq %r13",
-    "popq %r12",
-    "popq %rbp",
-    "popq %rbx",
-    "popq %r11",
-    "popq %r10",
-    "popq %r9",
-    "popq %r8",
-    "popq %rax",
-    "popq %rcx",
-    "popq %rdx",
-    "popq %rsi",
-    "popq %rdi",
-    // orig_ax, ip, cs
-    "addq $24, %rsp",
-    "popfq",
-    // sp, ss (lea: the flags are restored already); then go where
-    // kp_x86_opt_hit said, dropping the address.
-    "leaq 16(%rsp), %rsp",
+    pt_regs_trampoline!("kp_x86_opt_hit"),
+    // Go where kp_x86_opt_hit said, dropping the address.
     "ret $8",
     "int3",
     ".size kp_x86_opt_common, . - kp_x86_opt_common",
@@ -300,15 +257,6 @@ pub(crate) fn prepare(
     Ok(OptInsn { detour, span, orig })
 }
 
-/// Writes `op rel32` at `code[at..]` (to run at `base + at`) reaching `to`.
-fn put_rel32(code: &mut [u8; SLOT_SIZE], at: usize, op: u8, base: usize, to: usize) -> Result {
-    let rel = to as i64 - (base + at + JMP_LEN) as i64;
-    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
-    code[at] = op;
-    code[at + 1..at + JMP_LEN].copy_from_slice(&rel.to_le_bytes());
-    Ok(())
-}
-
 /// Where a breakpoint hit on a prepared probe resumes: the relocated
 /// instructions (never the covered bytes after the first).
 pub(crate) fn resume(opt: &OptInsn) -> usize {
@@ -329,15 +277,13 @@ fn sync() {
 /// the tail under the `int3` (no CPU executes it: hits resume in the detour
 /// and nothing branches there), sync, then the first byte, sync.
 pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
-    let rel = opt.detour as i64 - (addr + JMP_LEN) as i64;
-    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
-    let mut tail = [INT3; MAX_SPAN];
-    tail[..JMP_LEN - 1].copy_from_slice(&rel.to_le_bytes());
     // The rest of the covered bytes become int3: never executed, and a
     // stray jump there traps loudly instead of running a torn instruction.
-    text::write(addr + 1, &tail[..opt.span - 1])?;
+    let mut code = [INT3; MAX_SPAN];
+    put_rel32(&mut code, 0, 0xe9, addr, opt.detour)?;
+    text::write(addr + 1, &code[1..opt.span])?;
     sync();
-    text::write(addr, &[0xe9])?;
+    text::write(addr, &code[..1])?;
     sync();
     Ok(())
 }
