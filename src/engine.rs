@@ -26,6 +26,7 @@ mod kretprobe;
 mod ksym;
 mod optimize;
 mod percpu;
+mod plist;
 mod query;
 mod registry;
 mod slots;

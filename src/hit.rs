@@ -27,9 +27,6 @@ use kernel::prelude::*;
 fn enabled(point: &Point) -> impl Iterator<Item = &Probe> {
     point
         .probes()
-        .iter()
-        // SAFETY: listed probes outlive a grace period after leaving the list.
-        .map(|&p| unsafe { &*p })
         .filter(|p| !p.disabled.load(Ordering::Relaxed))
 }
 
@@ -313,6 +310,45 @@ fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) 
         }
     }
     false
+}
+
+/// The out-of-line copy of the instruction at `addr` ended in a call rather
+/// than a breakpoint (x86_64, `arch/x86_64/post.rs`): finish the step as
+/// [`on_step_done`] does, with `regs` the state after the copy (interrupts
+/// still off since the breakpoint). Returns where execution goes on unless
+/// a post handler moved `regs.ip` from there.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
+    // SAFETY: interrupts are off.
+    let cpu = unsafe { Cpu::this() };
+    let d = cpu.depth();
+    let f = (d > 0).then(|| cpu.frame(d - 1)).filter(|f| {
+        (f.stage == stage::STEPPING || f.stage == stage::STEPPING_MISSED)
+            // SAFETY: a point cannot be freed while a CPU steps it.
+            && !f.point.is_null() && unsafe { (*f.point).addr } == addr
+    });
+    let Some(f) = f else {
+        // Every entry into a copy pushed its frame: not reached. Resume at
+        // the copy's jump back, loudly.
+        pr_err!("step of {:#x} ended with no step in progress\n", addr);
+        return arch::regs::ip(regs);
+    };
+    // SAFETY: as above.
+    let point = unsafe { &*f.point };
+    arch::finish_step(point.addr, &point.insn, regs, f.saved);
+    let next = arch::regs::ip(regs);
+    if f.stage == stage::STEPPING {
+        cpu.set_frame(
+            d - 1,
+            Frame {
+                stage: stage::HANDLERS,
+                ..f
+            },
+        );
+        run_post(point, regs);
+    }
+    cpu.pop();
+    next
 }
 
 /// A breakpoint at `addr` fired; if it ends the out-of-line copy this CPU is

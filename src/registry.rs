@@ -79,8 +79,8 @@ impl Probe {
     }
 }
 
-/// The probes on one point, in registration order.
-pub(crate) type ProbeList = KVec<*const Probe>;
+/// The probes on one point, in registration order (`plist.rs`).
+pub(crate) type ProbeList = crate::plist::PtrList<Probe>;
 
 /// One probed address.
 pub(crate) struct Point {
@@ -114,22 +114,26 @@ impl Point {
     /// need the step to end in a trap and to be tracked, so no boosting).
     /// Trap path, or registration lock held.
     pub(crate) fn any_post_handler(&self) -> bool {
-        self.probes().iter().any(|&p| {
-            // SAFETY: listed probes stay valid for a grace period after
-            // leaving the list (see `probes`).
-            let p = unsafe { &*p };
+        self.probes().any(|p| {
             // SAFETY: a listed probe's client struct is valid.
             !p.disabled.load(Ordering::Relaxed) && needs_step(unsafe { &*p.user })
         })
     }
 
-    /// The probes on this point. Trap path, or registration lock held.
-    pub(crate) fn probes(&self) -> &[*const Probe] {
-        let l = self.list.load(Ordering::Acquire);
+    /// The probe list. Trap path, or registration lock held.
+    fn list(&self) -> &ProbeList {
         // SAFETY: a published list stays valid for a grace period after it
         // is replaced; our callers are the trap path (IRQs off) or hold the
         // registration lock (no concurrent replacement).
-        unsafe { (*l).as_slice() }
+        unsafe { &*self.list.load(Ordering::Acquire) }
+    }
+
+    /// The probes on this point, in registration order. Trap path, or
+    /// registration lock held.
+    pub(crate) fn probes(&self) -> impl Iterator<Item = &Probe> {
+        // SAFETY: a probe stays valid for a grace period after it leaves the
+        // list, like the list itself.
+        self.list().iter().map(|p| unsafe { &*p })
     }
 }
 
@@ -142,11 +146,24 @@ fn bucket(addr: usize) -> &'static AtomicPtr<Point> {
     &TABLE[h as usize]
 }
 
-/// Every registered probe, GONE ones included (registration lock).
-struct AllProbes(*mut Probe);
+const ALL_BITS: u32 = 8;
+
+/// Every registered probe, GONE ones included, in chains hashed by the
+/// record's address (registration lock): telling a registered record from a
+/// stale or foreign `kp_private` and dropping one stay cheap with thousands
+/// registered.
+struct AllProbes([*mut Probe; 1 << ALL_BITS]);
 // SAFETY: only accessed under the registration lock.
 unsafe impl Sync for AllProbes {}
-static mut ALL: AllProbes = AllProbes(null_mut());
+static mut ALL: AllProbes = AllProbes([null_mut(); 1 << ALL_BITS]);
+
+/// The chain head of `probe`'s bucket in `ALL`. Registration lock held.
+fn all_head(_g: &RegGuard, probe: *const Probe) -> *mut *mut Probe {
+    let h = (probe as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - ALL_BITS);
+    // SAFETY: `ALL` is only used under the registration lock; `h` is below
+    // the bucket count.
+    unsafe { core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ALL)).0[h as usize]) }
+}
 
 /// Whether probes are armed at all (debugfs `enabled`).
 static GLOBAL_ENABLED: AtomicBool = AtomicBool::new(true);
@@ -208,12 +225,14 @@ pub(crate) fn for_each_point(_g: &RegGuard, mut f: impl FnMut(&'static Point)) {
 /// Calls `f` on every registered probe. Registration lock held.
 fn for_each_probe(_g: &RegGuard, mut f: impl FnMut(&Probe)) {
     // SAFETY: `ALL` is only used under the registration lock.
-    let mut p = unsafe { (*core::ptr::addr_of!(ALL)).0 };
-    while !p.is_null() {
-        // SAFETY: under the lock nothing is freed.
-        let probe = unsafe { &*p };
-        p = probe.next_all;
-        f(probe);
+    for &head in unsafe { &(*core::ptr::addr_of!(ALL)).0 } {
+        let mut p = head;
+        while !p.is_null() {
+            // SAFETY: under the lock nothing is freed.
+            let probe = unsafe { &*p };
+            p = probe.next_all;
+            f(probe);
+        }
     }
 }
 
@@ -277,7 +296,7 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
             };
             // The offset must stay inside the named symbol (landing in the
             // next function would probe something else than asked).
-            let size = symbols::symbol_at(base).map_or(0, |s| s.size);
+            let size = symbols::bounds(base).map_or(0, |s| s.size);
             if p.offset as usize >= size.max(1) {
                 pr_err!(
                     "offset {:#x} is past the end of '{}' ({} bytes)\n",
@@ -302,31 +321,26 @@ fn requested_address(p: &KpKprobe) -> Result<usize> {
 
 /// Checks that `addr` is probe-able text and finds its function. `ftrace`:
 /// the probe takes the ftrace path, so the site being ftrace's is fine.
-fn validate(addr: usize, ftrace: bool) -> Result<symbols::Symbol> {
-    let Some(sym) = symbols::symbol_at(addr) else {
+fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
+    let Some(bounds) = symbols::bounds(addr) else {
         pr_err!("{:#x} is in no symbol\n", addr);
         return Err(EINVAL);
     };
-    if addr - sym.start >= sym.size {
-        pr_err!("{:#x} is past the end of {}\n", addr, sym.text());
+    // The symbol by name is printed for refusals only: that costs more
+    // than all the checks.
+    let name = || symbols::Shown(addr);
+    if addr - bounds.start >= bounds.size {
+        pr_err!("{:#x} is past the end of {}\n", addr, name());
         return Err(EINVAL);
     }
-    let text = if sym.in_module {
-        symbols::in_module_text(addr)
-    } else {
-        symbols::in_kernel_text(addr)
-    };
-    if !text {
-        pr_err!(
-            "{} ({:#x}) is not in kernel or module text\n",
-            sym.text(),
-            addr
-        );
+    // Kernel text, or a loaded module's core text.
+    if !symbols::in_kernel_text(addr) && !symbols::in_module_text(addr) {
+        pr_err!("{} ({:#x}) is not in kernel or module text\n", name(), addr);
         return Err(EINVAL);
     }
     if let Some(why) = symbols::reserved_by(addr, arch::FTRACE_GUARD) {
         if !(ftrace && why == symbols::FTRACE_SITE) {
-            pr_err!("{} is {}: other kernel code rewrites it\n", sym.text(), why);
+            pr_err!("{} is {}: other kernel code rewrites it\n", name(), why);
             return Err(EBUSY);
         }
     }
@@ -337,28 +351,25 @@ fn validate(addr: usize, ftrace: bool) -> Result<symbols::Symbol> {
         // through their page-fault hook, which a module cannot install.
         pr_err!(
             "{} has an exception-table fixup; refusing to probe it\n",
-            sym.text()
+            name()
         );
         return Err(crate::errno::eopnotsupp());
     }
     if let Some(reason) = crate::blacklist::check(addr) {
         pr_err!(
             "{} is blacklisted: {}\n",
-            sym.text(),
+            name(),
             reason.to_str().unwrap_or("?")
         );
         return Err(EINVAL);
     }
-    Ok(sym)
+    Ok(bounds)
 }
 
 /// Whether `point`'s breakpoint should be in the text.
 fn wants_armed(point: &Point) -> bool {
     GLOBAL_ENABLED.load(Ordering::Relaxed)
-        && point.probes().iter().any(|&p| {
-            // SAFETY: listed probes are live under the registration lock.
-            !unsafe { &*p }.disabled.load(Ordering::Relaxed)
-        })
+        && point.probes().any(|p| !p.disabled.load(Ordering::Relaxed))
 }
 
 /// Writes the breakpoint, or adds the ftrace site to the engine's filter.
@@ -382,9 +393,9 @@ fn disarm_point(g: &RegGuard, point: &Point) -> Result {
 
 /// Sets or clears `KP_FLAG_OPTIMIZED` in the structs of `point`'s probes.
 pub(crate) fn set_optimized_flag(_g: &RegGuard, point: &Point, on: bool) {
-    for &p in point.probes() {
+    for p in point.probes() {
         // SAFETY: listed probes and their structs are live under the lock.
-        let u = unsafe { &mut *(*p).user };
+        let u = unsafe { &mut *p.user };
         if on {
             u.flags |= KP_FLAG_OPTIMIZED;
         } else {
@@ -416,19 +427,6 @@ fn sync_armed(g: &RegGuard, point: &Point) -> Result {
     Ok(())
 }
 
-/// Builds a list from `old` plus `add`, minus `remove`.
-fn new_list(
-    old: &[*const Probe],
-    add: Option<*const Probe>,
-    remove: *const Probe,
-) -> Result<KBox<ProbeList>> {
-    let mut v = KVec::with_capacity(old.len() + 1, GFP_KERNEL)?;
-    for &p in Iterator::chain(old.iter().filter(|&&p| p != remove), add.iter()) {
-        v.push(p, GFP_KERNEL)?;
-    }
-    Ok(KBox::new(v, GFP_KERNEL)?)
-}
-
 /// Unlinks `point` from its chain. Registration lock held.
 fn unlink(_g: &RegGuard, point: &Point) {
     let target = point as *const Point as *mut Point;
@@ -458,25 +456,35 @@ fn free_point(g: &RegGuard, point: &'static Point) {
     .finish(g);
 }
 
-fn add_to_all(_g: &RegGuard, probe: *mut Probe) {
+fn add_to_all(g: &RegGuard, probe: *mut Probe) {
+    let head = all_head(g, probe);
     // SAFETY: registration lock held; `probe` is live.
     unsafe {
-        (*probe).next_all = (*core::ptr::addr_of!(ALL)).0;
-        (*core::ptr::addr_of_mut!(ALL)).0 = probe;
+        (*probe).next_all = *head;
+        *head = probe;
     }
 }
 
-fn remove_from_all(_g: &RegGuard, probe: *mut Probe) {
+/// The link in `ALL` that points to `probe`, if it is there (whatever
+/// `probe` is: only listed records are dereferenced).
+fn all_link(g: &RegGuard, probe: *const Probe) -> Option<*mut *mut Probe> {
+    let mut link = all_head(g, probe);
     // SAFETY: registration lock held; list members are live.
     unsafe {
-        let mut link: *mut *mut Probe = core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ALL)).0);
         while !(*link).is_null() {
-            if *link == probe {
-                *link = (*probe).next_all;
-                return;
+            if core::ptr::eq(*link, probe) {
+                return Some(link);
             }
             link = core::ptr::addr_of_mut!((**link).next_all);
         }
+    }
+    None
+}
+
+fn remove_from_all(g: &RegGuard, probe: *mut Probe) {
+    if let Some(link) = all_link(g, probe) {
+        // SAFETY: registration lock held; `probe` is listed, hence live.
+        unsafe { *link = (*probe).next_all };
     }
 }
 
@@ -485,7 +493,7 @@ fn register_locked(
     p: &mut KpKprobe,
     addr: usize,
     ftrace: bool,
-    sym: &symbols::Symbol,
+    sym: &symbols::Bounds,
 ) -> Result {
     let disabled = p.flags & KP_FLAG_DISABLED != 0;
     let probe = KBox::into_raw(KBox::new(
@@ -513,15 +521,19 @@ fn register_locked(
                     return Err(e);
                 }
             }
-            let list = match new_list(point.probes(), Some(probe), core::ptr::null()) {
-                Ok(l) => l,
-                Err(e) => {
-                    free_probe();
-                    return Err(e);
-                }
-            };
-            // Nobody needs to wait: the new list only adds a probe.
-            publish_list(g, point, list);
+            // In place when there is room; else a bigger copy replaces the
+            // list (nobody needs to wait: the new list only adds a probe).
+            if !point.list().try_push(probe) {
+                let list = match point.list().compacted() {
+                    Ok(l) => l,
+                    Err(e) => {
+                        free_probe();
+                        return Err(e);
+                    }
+                };
+                list.try_push(probe);
+                publish_list(g, point, list);
+            }
             point
         }
         None => {
@@ -541,7 +553,8 @@ fn register_locked(
                     }
                 }
             };
-            let made = new_list(&[], Some(probe), core::ptr::null()).and_then(|list| {
+            let made = ProbeList::with_capacity(1).and_then(|list| {
+                list.try_push(probe);
                 let point = KBox::new(
                     Point {
                         addr,
@@ -581,11 +594,9 @@ fn register_locked(
             .store(point as *const _ as *mut _, Ordering::Release)
     };
     if let Err(e) = sync_armed(g, point) {
-        // Undo: take the probe off the point again (if even that fails the
-        // record is leaked rather than freed under a live pointer).
-        if detach(g, probe) {
-            free_probe();
-        }
+        // Undo: take the probe off the point again.
+        detach(g, probe);
+        free_probe();
         return Err(e);
     }
     add_to_all(g, probe);
@@ -632,103 +643,87 @@ impl Retired {
 }
 
 /// Takes `probe` off its point without waiting; the last probe out disarms
-/// and unlinks the point. `None` only when memory for the new probe list
-/// could not be had (then nothing changed). Until a grace period has passed,
-/// CPUs may still run the probe's handlers and use what is retired.
-fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Option<Retired> {
+/// and unlinks the point. Until a grace period has passed, CPUs may still
+/// run the probe's handlers and use what is retired.
+fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
     // SAFETY: `probe` is live under the lock.
     let pp = unsafe { (*probe).point.load(Ordering::Acquire) };
     if pp.is_null() {
-        return Some(Retired::NOTHING); // GONE: already off any point
+        return Retired::NOTHING; // GONE: already off any point
     }
     // SAFETY: points are live under the lock.
     let point: &'static Point = unsafe { &*pp };
-    // Everything that can fail for lack of memory comes first.
-    let Ok(list) = new_list(point.probes(), None, probe) else {
-        pr_err!("out of memory detaching a probe at {:#x}\n", point.addr);
-        return None;
-    };
     // SAFETY: `probe` is live.
     unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
-    if list.is_empty() && point.armed.load(Ordering::Relaxed) {
-        if let Err(e) = disarm_point(g, point) {
-            // The breakpoint stays: keep the point (and its copy) forever,
-            // with no probe on it; hits just run the instruction.
-            pr_err!(
-                "cannot restore text at {:#x}: {:?}; leaving it armed\n",
-                point.addr,
-                e
-            );
-            let old = point.list.swap(KBox::into_raw(list), Ordering::AcqRel);
-            return Some(Retired {
-                old_list: old,
-                point: null_mut(),
-            });
+    let list = point.list();
+    list.remove(probe);
+    if list.live() == 0 {
+        if point.armed.load(Ordering::Relaxed) {
+            if let Err(e) = disarm_point(g, point) {
+                // The breakpoint stays: keep the point (and its copy)
+                // forever, with no probe on it; hits just run the
+                // instruction.
+                pr_err!(
+                    "cannot restore text at {:#x}: {:?}; leaving it armed\n",
+                    point.addr,
+                    e
+                );
+                return Retired::NOTHING;
+            }
+            point.armed.store(false, Ordering::Relaxed);
         }
-        point.armed.store(false, Ordering::Relaxed);
-    }
-    if list.is_empty() {
-        drop(list);
         unlink(g, point);
-        return Some(Retired {
+        return Retired {
             old_list: null_mut(),
             point: pp,
-        });
+        };
     }
-    let old = point.list.swap(KBox::into_raw(list), Ordering::AcqRel);
     let _ = sync_armed(g, point);
-    Some(Retired {
-        old_list: old,
+    // A list left mostly empty by many removals shrinks (if memory allows;
+    // else it just stays larger than needed).
+    let mut old_list = null_mut();
+    if list.wants_compaction() {
+        if let Ok(new) = list.compacted() {
+            old_list = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
+        }
+    }
+    Retired {
+        old_list,
         point: null_mut(),
-    })
+    }
 }
 
 /// Takes `probe` off its point and waits a grace period: on return no CPU
-/// runs its handlers any more. False when nothing could be changed (no
-/// memory for the new probe list).
-fn detach(g: &RegGuard, probe: *mut Probe) -> bool {
-    let Some(r) = detach_begin(g, probe) else {
-        return false;
-    };
+/// runs its handlers any more.
+fn detach(g: &RegGuard, probe: *mut Probe) {
+    let r = detach_begin(g, probe);
     synchronize(g);
     r.finish(g);
-    true
 }
 
 /// Whether `probe` is a registered probe's record. Registration lock held.
 fn is_registered(g: &RegGuard, probe: *const Probe) -> bool {
-    let mut known = false;
-    for_each_probe(g, |q| known |= core::ptr::eq(q, probe));
-    known
+    all_link(g, probe).is_some()
 }
 
 /// Detaches, unlists and frees a registered probe's record. Does not touch
 /// the client's struct.
-/// Returns false (and keeps the record registered) when it could not be
-/// detached.
-fn drop_probe(g: &RegGuard, probe: *mut Probe) -> bool {
-    if !detach(g, probe) {
-        return false;
-    }
+fn drop_probe(g: &RegGuard, probe: *mut Probe) {
+    detach(g, probe);
     remove_from_all(g, probe);
     // SAFETY: detached, unlisted, and a grace period passed in `detach`.
     drop(unsafe { KBox::from_raw(probe) });
-    true
 }
 
-/// Returns whether `p` is unregistered now.
-fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) -> bool {
+/// Unregisters `p` (a no-op with a message when it is not registered).
+fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) {
     let probe = p.kp_private.cast::<Probe>();
     if !is_registered(g, probe) {
         pr_err!("unregister of unknown probe {:p}\n", p);
-        return true;
+        return;
     }
-    if !drop_probe(g, probe) {
-        pr_err!("could not unregister probe {:p}; it stays registered\n", p);
-        return false;
-    }
+    drop_probe(g, probe);
     p.kp_private = null_mut();
-    true
 }
 
 /// Validates a client's struct before registration.
@@ -746,7 +741,7 @@ fn check_new(p: &KpKprobe) -> Result {
 /// there (see the backends).
 fn adjust_entry(addr: usize) -> (usize, bool) {
     let ftrace = crate::ftrace::entry_enabled();
-    match symbols::symbol_at(addr) {
+    match symbols::bounds(addr) {
         Some(s) if s.start == addr => match arch::ftrace_entry_site(s.start, s.size) {
             Some(site) if ftrace => (site, true),
             _ => (arch::entry_probe_address(s.start, s.size), false),
@@ -760,7 +755,7 @@ fn adjust_entry(addr: usize) -> (usize, bool) {
 /// ftrace, validated, and the function it is in. Registration lock held: the
 /// text cannot change under the checks (no point is freed, no module
 /// finishes going away).
-fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Symbol)> {
+fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Bounds)> {
     let (addr, ftrace) = adjust_entry(requested_address(p)?);
     let sym = validate(addr, ftrace)?;
     Ok((addr, ftrace, sym))
@@ -887,13 +882,9 @@ pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: ker
         if probe.is_null() || !is_registered(&g, probe) {
             continue;
         }
-        match detach_begin(&g, probe) {
-            // Capacity was reserved for all of them.
-            Some(r) => {
-                let _ = done.push((r, p as *mut KpKprobe, probe), GFP_KERNEL);
-            }
-            None => pr_err!("could not unregister probe {:p}; it stays registered\n", p),
-        }
+        let r = detach_begin(&g, probe);
+        // Capacity was reserved for all of them.
+        let _ = done.push((r, p as *mut KpKprobe, probe), GFP_KERNEL);
     }
     synchronize(&g);
     for (r, p, probe) in done {
@@ -1015,17 +1006,14 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             "module unloading with probe {:p} still registered; unregistering it\n",
             user
         );
-        let done = if within(user as usize) {
+        if within(user as usize) {
             // The struct is module memory, valid until after this notifier.
             // A kretprobe's pool must stop calling its handler too.
             crate::kretprobe::forget_if_kretprobe(&g, user);
             // SAFETY: as just said.
-            unregister_locked(&g, unsafe { &mut *user })
+            unregister_locked(&g, unsafe { &mut *user });
         } else {
-            drop_probe(&g, victim)
-        };
-        if !done {
-            break; // out of memory: leave it rather than loop
+            drop_probe(&g, victim);
         }
     }
     // Points in the going module's text: mark their probes GONE.
@@ -1037,9 +1025,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             }
         });
         let Some(point) = gone else { break };
-        for &p in point.probes() {
-            // SAFETY: listed probes are live under the lock.
-            let probe = unsafe { &*p };
+        for probe in point.probes() {
             probe.point.store(null_mut(), Ordering::Release);
             // SAFETY: the user struct is valid while registered.
             unsafe { (*probe.user).flags |= KP_FLAG_GONE };
@@ -1064,8 +1050,12 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
 pub(crate) fn remove_all() {
     let g = RegGuard::lock();
     loop {
-        // SAFETY: `ALL` is only used under the registration lock.
-        let first = unsafe { (*core::ptr::addr_of!(ALL)).0 };
+        let mut first: *mut Probe = null_mut();
+        for_each_probe(&g, |q| {
+            if first.is_null() {
+                first = q as *const Probe as *mut Probe;
+            }
+        });
         if first.is_null() {
             break;
         }
@@ -1075,9 +1065,7 @@ pub(crate) fn remove_all() {
             "a probe (point {:p}) is still registered at engine unload; removing it\n",
             addr
         );
-        if !drop_probe(&g, first) {
-            break;
-        }
+        drop_probe(&g, first);
     }
     // Frees lists still waiting in the retired queue.
     synchronize(&g);

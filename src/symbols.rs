@@ -117,6 +117,60 @@ impl Symbol {
     }
 }
 
+/// Where a symbol starts and how long it is, without its name.
+#[derive(Clone, Copy)]
+pub(crate) struct Bounds {
+    /// Start address of the symbol.
+    pub(crate) start: usize,
+    /// Size in bytes.
+    pub(crate) size: usize,
+}
+
+/// `int kallsyms_lookup_size_offset(unsigned long, unsigned long *,
+/// unsigned long *)`: not exported; resolved at load.
+static LOOKUP_SIZE_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// The bounds of the symbol that contains `addr`: what registration needs,
+/// at a fraction of [`symbol_at`]'s cost (no name is decompressed or
+/// printed).
+pub(crate) fn bounds(addr: usize) -> Option<Bounds> {
+    let f = LOOKUP_SIZE_OFFSET.load(Ordering::Acquire);
+    if f == 0 {
+        return symbol_at(addr).map(|s| Bounds {
+            start: s.start,
+            size: s.size,
+        });
+    }
+    let (mut size, mut offset): (c_ulong, c_ulong) = (0, 0);
+    // SAFETY: `f` is `kallsyms_lookup_size_offset`, resolved in `init`, with
+    // the C signature given above; any address is a valid argument.
+    let found = unsafe {
+        let f: unsafe extern "C" fn(c_ulong, *mut c_ulong, *mut c_ulong) -> kernel::ffi::c_int =
+            core::mem::transmute(f);
+        f(addr as c_ulong, &mut size, &mut offset)
+    };
+    if found == 0 {
+        return None;
+    }
+    Some(Bounds {
+        start: addr.checked_sub(offset)?,
+        size,
+    })
+}
+
+/// Prints the symbol containing an address as `sprint_symbol()` does (or the
+/// address, in no symbol), looked up when printed: for messages.
+pub(crate) struct Shown(pub(crate) usize);
+
+impl core::fmt::Display for Shown {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match symbol_at(self.0) {
+            Some(s) => f.write_str(s.text()),
+            None => write!(f, "{:#x}", self.0),
+        }
+    }
+}
+
 /// Looks up the symbol that contains `addr`.
 pub(crate) fn symbol_at(addr: usize) -> Option<Symbol> {
     let mut s = Symbol {
@@ -205,6 +259,10 @@ pub(crate) fn init() -> Result {
     }
     FTRACE_LOCATION_RANGE.store(
         lookup_name(c_str!("ftrace_location_range")).unwrap_or(0),
+        Ordering::Release,
+    );
+    LOOKUP_SIZE_OFFSET.store(
+        lookup_name(c_str!("kallsyms_lookup_size_offset")).unwrap_or(0),
         Ordering::Release,
     );
     STEXT.store(s, Ordering::Relaxed);

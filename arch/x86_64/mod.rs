@@ -12,7 +12,14 @@
 //!
 //! Branches, calls and returns cannot run out of line (they would not reach
 //! the trailing int3): they are emulated at the hit ([`emulate`]), as the
-//! kernel does. Not yet here (see README status): boosting.
+//! kernel does.
+//!
+//! Boosting: an instruction that may run out of line followed by a jump
+//! gets a second copy ending in a jump back, used when no probe there has a
+//! post handler (one trap per hit, as the kernel's boosting). With a post
+//! handler, the step copy of such an instruction ends in a call to a
+//! register-saving trampoline instead of the second int3 ([`post`]): still
+//! one trap per hit.
 
 /// The body of the kretprobe and detour trampolines: builds a `struct
 /// pt_regs` below the words the trampoline's entry pushed (`sp` and `ip` are
@@ -76,6 +83,7 @@ pub(crate) mod decode;
 mod emulate;
 mod kretprobe;
 mod opt;
+mod post;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
 mod trap;
@@ -154,11 +162,12 @@ const FTRACE_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// `call rel32`, what an ftrace site holds while traced.
 const CALL_REL32: u8 = 0xe8;
 
-/// Bytes per out-of-line slot: the step copy (instruction + int3) in the
-/// first 16 bytes, the boosted copy (instruction + `jmp rel32`) after it.
-pub(crate) const SLOT_SIZE: usize = 48;
+/// Bytes per out-of-line slot: the step copy (instruction + int3, or + the
+/// [`post`] tail) in the first 32 bytes, the boosted copy (instruction +
+/// `jmp rel32`) after it.
+pub(crate) const SLOT_SIZE: usize = 64;
 /// Where the boosted copy starts in a slot.
-const BOOST_OFF: usize = 16;
+const BOOST_OFF: usize = 32;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 8192;
 
@@ -186,6 +195,8 @@ pub(crate) struct ArchInsn {
     /// Whether the copy at `slot + BOOST_OFF` (ending in a jump back) may be
     /// used when no post handler needs the second trap.
     boostable: bool,
+    /// Whether the step copy ends in the [`post`] tail rather than an int3.
+    post_tail: bool,
 }
 
 extern "C" {
@@ -259,6 +270,7 @@ pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
         orig: read_text(addr).unwrap_or([0; MAX_INSN_LEN]),
         emulate: None,
         boostable: false,
+        post_tail: false,
     }
 }
 
@@ -371,6 +383,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
                 orig: bytes,
                 emulate: Some(op),
                 boostable: false,
+                post_tail: false,
             });
         }
         Err(why) => {
@@ -380,11 +393,19 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     }
     let slot = slots::alloc().ok_or(ENOSPC)?;
     let boostable = can_boost(&insn);
-    // Step copy at slot + 0 (ends in int3); boosted copy at slot + BOOST_OFF
-    // (ends in a jmp back to the next original instruction).
+    // Step copy at slot + 0, ending in an int3 or, when boostable, in the
+    // `post` tail (the post handlers without a second trap); boosted copy
+    // at slot + BOOST_OFF, ending in a jmp back to the next original
+    // instruction.
     let mut copy = [INT3; SLOT_SIZE];
+    let mut post_tail = false;
     let built = place_copy(&mut copy, 0, &insn, &bytes, addr, slot).and_then(|()| {
         if boostable {
+            // Out of reach (never for kernel or module text): the int3.
+            post_tail = post::put_tail(&mut copy, len, slot, addr, len).is_ok();
+            if !post_tail {
+                copy[len..len + post::TAIL_LEN].fill(INT3);
+            }
             place_copy(&mut copy, BOOST_OFF, &insn, &bytes, addr, slot)?;
             put_rel32(&mut copy, BOOST_OFF + len, 0xe9, slot, addr + len)?;
         }
@@ -401,6 +422,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         orig: bytes,
         emulate: None,
         boostable,
+        post_tail,
     })
 }
 
@@ -472,8 +494,9 @@ fn can_boost(insn: &decode::Insn) -> bool {
 pub(crate) fn release(insn: ArchInsn) {
     if insn.slot != 0 {
         if insn.boostable {
-            // A task may be preempted inside the boosted copy: the slot is
-            // refilled and reused only after every task left it.
+            // A task may be preempted inside the boosted copy or at the
+            // post tail's jump back: the slot is refilled and reused only
+            // after every task left it.
             slots::free_deferred(insn.slot);
         } else {
             // Refill with int3 so that a stale jump into the slot traps loudly.
@@ -531,9 +554,10 @@ pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: 
     regs.flags |= saved;
 }
 
-/// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy.
+/// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy
+/// (never for a copy with the [`post`] tail).
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && trap_addr == insn.slot + insn.len
+    insn.slot != 0 && !insn.post_tail && trap_addr == insn.slot + insn.len
 }
 
 /// Whether `insn` can be boosted (see [`can_boost`]).

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The step without a second trap, for boostable instructions whose probes
+//! have post (or fault) handlers.
+//!
+//! The kernel's x86 kprobes end every step that needs a post handler with a
+//! second int3 after the out-of-line copy. For an instruction that can run
+//! out of line and be followed by a jump (the boostable set), this backend
+//! ends the copy with a call instead:
+//!
+//! ```text
+//!   slot + 0        the instruction, relocated
+//!   slot + len      push $addr                   68 imm32
+//!   slot + len + 5  call kp_x86_post_common      e8 rel32
+//!   slot + len + 10 jmp addr + len               e9 rel32
+//! ```
+//!
+//! The breakpoint's handler sends the CPU there with interrupts off, as for
+//! the int3-ended copy; `kp_x86_post_common` builds a `struct pt_regs` (the
+//! state after the instruction) and calls [`kp_x86_post_hit`], which
+//! finishes the step through the core (`crate::hit::on_step_jump`: the post
+//! handlers, the interrupt flag the breakpoint saved) and picks where to
+//! resume: the jump back (the word the `call` pushed), or where a post
+//! handler redirected execution. One trap per hit instead of two. A fault
+//! in the copy is handled as for the int3-ended copy: the copy is at the
+//! same place.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::bindings;
+use kernel::prelude::*;
+
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", @progbits",
+    ".globl kp_x86_post_common",
+    ".type kp_x86_post_common, @function",
+    ".p2align 4",
+    "kp_x86_post_common:",
+    // [rsp] = the jump back in the slot, [rsp + 8] = the probed address.
+    pt_regs_trampoline!("kp_x86_post_hit"),
+    "ret $8",
+    "int3",
+    ".size kp_x86_post_common, . - kp_x86_post_common",
+    ".popsection",
+    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
+    ".long kp_x86_post_common - .",
+    ".popsection",
+    options(att_syntax),
+);
+
+extern "C" {
+    fn kp_x86_post_common();
+}
+
+#[cfg(CONFIG_TRACE_IRQFLAGS)]
+extern "C" {
+    fn trace_hardirqs_off();
+    fn trace_hardirqs_on();
+}
+
+/// Where the copy's `call` goes.
+pub(super) fn common() -> usize {
+    kp_x86_post_common as *const () as usize
+}
+
+/// Bytes after the instruction: `push imm32`, `call rel32`, `jmp rel32`.
+pub(super) const TAIL_LEN: usize = 15;
+
+/// Writes the tail after the copy at `code[at..]` (running at `base + at`)
+/// of the instruction at `addr`, `len` bytes long. `ERANGE` when `addr`
+/// does not fit a sign-extended `push imm32` or a target is out of `rel32`
+/// reach.
+pub(super) fn put_tail(code: &mut [u8], at: usize, base: usize, addr: usize, len: usize) -> Result {
+    let imm = i32::try_from(addr as i64).map_err(|_| ERANGE)?;
+    code[at] = 0x68;
+    code[at + 1..at + 5].copy_from_slice(&imm.to_le_bytes());
+    super::put_rel32(code, at + 5, 0xe8, base, common())?;
+    super::put_rel32(code, at + 10, 0xe9, base, addr + len)
+}
+
+/// `X86_EFLAGS_IF`.
+#[cfg(CONFIG_TRACE_IRQFLAGS)]
+const FLAGS_IF: usize = 1 << 9;
+
+/// Size of `struct pt_regs`: the two words the copy's tail pushed sit above
+/// it.
+const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
+
+/// Set once a redirect could not be honoured (reported once).
+static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Called by `kp_x86_post_common` with the frame it built.
+///
+/// # Safety
+///
+/// `regs` is the trampoline's `pt_regs`, with the resume address and the
+/// probed address in the two words above it; interrupts are off (since the
+/// breakpoint).
+#[no_mangle]
+unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
+    // The trampoline's `cli`, as `local_irq_save()` would report it
+    // (redundant: the breakpoint returned with interrupts off).
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    // SAFETY: interrupts are off.
+    unsafe {
+        trace_hardirqs_off()
+    };
+    let resume_slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
+    // SAFETY: per the function's contract.
+    let (regs, resume, addr) = unsafe { (&mut *regs, *resume_slot, *resume_slot.add(1)) };
+    // The state after the instruction: its stack pointer (below the two
+    // words), `ip` set by the core to the next instruction.
+    let sp = resume_slot as usize + 16;
+    regs.sp = sp;
+    let next = crate::hit::on_step_jump(addr, regs);
+    let to = if regs.ip == next {
+        resume
+    } else if regs.sp == sp {
+        // A post handler redirected execution, keeping the stack.
+        regs.ip
+    } else {
+        // Only a new instruction pointer can be honoured here.
+        if !REDIRECT_REFUSED.swap(true, Ordering::Relaxed) {
+            pr_err!(
+                "probe at {:#x}: a post handler moved the stack pointer; ignored\n",
+                addr
+            );
+        }
+        regs.sp = sp;
+        resume
+    };
+    // SAFETY: the slot is the return address of the trampoline's `ret`.
+    unsafe { *resume_slot = to };
+    // The trampoline's `popfq` turns them back on if they were.
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    if regs.flags & FLAGS_IF != 0 {
+        // SAFETY: interrupts are still off until the `popfq`.
+        unsafe { trace_hardirqs_on() };
+    }
+}
