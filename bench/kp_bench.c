@@ -13,7 +13,9 @@
  * with rows=kprobe-mid-opt (row 3, x86_64): both sides' jump-optimized
  * probe on the same instruction, measured once each side reports it
  * optimized (ours: KP_FLAG_OPTIMIZED; the kernel's: [OPTIMIZED] in its
- * debugfs kprobes/list).
+ * debugfs kprobes/list). Row 6 (event-3args): the same kprobe event on
+ * each side in turn, enabled with trace_set_clr_event(): the per-hit cost
+ * then includes writing a record to the trace buffer.
  */
 #include <linux/module.h>
 #include <linux/kprobes.h>
@@ -24,6 +26,7 @@
 #include <linux/completion.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/trace_events.h>
 #include "../include/kp_kprobes.h"
 
 #define KP_BENCH_CALLS 1000000
@@ -33,9 +36,18 @@
 /* Offset of a mid-function instruction past the ftrace patchable entry. */
 #ifdef CONFIG_X86_64
 #define MID_OFFSET 5	/* after the 5-byte __fentry__ NOP */
+#define MID_LOC "kp_bench_target+5"
+#define EV_ARGS "a=%di", "b=%si", "c=%dx"
+#define EV_ARGS_LINE "a=%di b=%si c=%dx"
 #else
 #define MID_OFFSET 8	/* after mov x9, x30; nop */
+#define MID_LOC "kp_bench_target+8"
+#define EV_ARGS "a=%x0", "b=%x1", "c=%x2"
+#define EV_ARGS_LINE "a=%x0 b=%x1 c=%x2"
 #endif
+/* Row 6: the same event on both sides (the kernel's in group "kprobes",
+ * ours in "kprobes_rs"), defined while the module loads, enabled in turn. */
+#define EV_NAME "kp_bench_ev"
 
 static volatile int sink;
 
@@ -57,6 +69,7 @@ static bool want(const char *name)
 
 	if (!strcmp(rows, "all"))
 		return strcmp(name, "kprobe-mid-opt") != 0;
+	/* "none": load for the memory row only. */
 	while ((p = strstr(p, name))) {
 		if ((p == rows || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
 			return true;
@@ -100,10 +113,64 @@ static s64 per_hit(u64 probed, u64 base)
 }
 
 enum side { OURS, KERNEL };
-enum row { ROW_KPROBE, ROW_KPROBE_POST, ROW_KPROBE_OPT, ROW_KPROBE_ENTRY, ROW_KRETPROBE, NROWS };
+enum row {
+	ROW_KPROBE, ROW_KPROBE_POST, ROW_KPROBE_OPT, ROW_KPROBE_ENTRY, ROW_KRETPROBE, ROW_EVENT,
+	NROWS
+};
 static const char *const row_names[NROWS] = {
 	"kprobe-mid", "kprobe-mid-post", "kprobe-mid-opt", "kprobe-entry", "kretprobe",
+	"event-3args",
 };
+
+/*
+ * Row 6: EV_NAME with the identical probe and arguments on both sides,
+ * `p:<group>/kp_bench_ev kp_bench_target+MID a=... b=... c=...`: the
+ * kernel's through its dynamic-event API (as `echo ... >>
+ * /sys/kernel/tracing/kprobe_events` does), ours through
+ * kp_event_command(). Each side's event exists only for its own
+ * measurement: the kernel's int3 handler claims every breakpoint at an
+ * address where it has a kprobe, enabled or not, so ours would never fire
+ * while the kernel's is defined.
+ */
+static bool event_defined[2];
+
+static int define_event(enum side side)
+{
+	struct dynevent_cmd cmd;
+	char *buf;
+	int ret;
+
+	if (side == OURS) {
+		ret = kp_event_command("p:" EV_NAME " " MID_LOC " " EV_ARGS_LINE);
+	} else {
+		buf = kzalloc(MAX_DYNEVENT_CMD_LEN, GFP_KERNEL);
+		if (!buf)
+			return -ENOMEM;
+		kprobe_event_cmd_init(&cmd, buf, MAX_DYNEVENT_CMD_LEN);
+		ret = kprobe_event_gen_cmd_start(&cmd, EV_NAME, MID_LOC, EV_ARGS);
+		if (!ret)
+			ret = kprobe_event_gen_cmd_end(&cmd);
+		kfree(buf);
+	}
+	event_defined[side] = !ret;
+	return ret;
+}
+
+static void delete_event(enum side side)
+{
+	if (!event_defined[side])
+		return;
+	if (side == OURS)
+		kp_event_command("-:" EV_NAME);
+	else
+		kprobe_event_delete(EV_NAME);
+	event_defined[side] = false;
+}
+
+static int set_event(enum side side, int on)
+{
+	return trace_set_clr_event(side == KERNEL ? "kprobes" : "kprobes_rs", EV_NAME, on);
+}
 
 /*
  * Row 3: waits (up to 10 s) until the side's probe is jump-optimized: its
@@ -128,7 +195,10 @@ static int wait_optimized(enum side side, struct kp_kprobe *kkp, unsigned long a
 static void disarm(enum row row, enum side side, struct kprobe *kp,
 		   struct kp_kprobe *kkp, struct kretprobe *rp, struct kp_kretprobe *krp)
 {
-	if (row == ROW_KRETPROBE) {
+	if (row == ROW_EVENT) {
+		set_event(side, 0);
+		delete_event(side);
+	} else if (row == ROW_KRETPROBE) {
 		if (side == KERNEL)
 			unregister_kretprobe(rp);
 		else
@@ -175,6 +245,14 @@ static int arm(enum row row, enum side side, struct kprobe *kp,
 				disarm(row, side, kp, kkp, rp, krp);
 		}
 		return ret;
+	case ROW_EVENT:
+		ret = define_event(side);
+		if (!ret) {
+			ret = set_event(side, 1);
+			if (ret)
+				delete_event(side);
+		}
+		return ret;
 	default:
 		if (side == KERNEL) {
 			memset(rp, 0, sizeof(*rp));
@@ -214,7 +292,7 @@ static int bench_hits(void)
 	static struct kp_kprobe kkp;
 	static struct kretprobe rp;
 	static struct kp_kretprobe krp;
-	s64 res[2][KP_BENCH_REPS];
+	s64 res[2][KP_BENCH_REPS], unprobed = 0;
 	int row, rep, side, ret;
 
 	for (row = 0; row < NROWS; row++) {
@@ -233,9 +311,19 @@ static int bench_hits(void)
 				probed = run_calls();
 				disarm(row, side, &kp, &kkp, &rp, &krp);
 				res[side][rep] = per_hit(probed, base);
+				unprobed = max_t(s64, unprobed, per_hit(base, 0));
 			}
 		}
 		report(row_names[row], res[OURS], res[KERNEL]);
+		/* A probe that did not fire costs nothing; any hit costs more
+		 * than a few unprobed calls. */
+		for (side = 0; side < 2; side++) {
+			if (res[side][KP_BENCH_REPS / 2] < 3 * unprobed) {
+				pr_err("KP-BENCH %s: the %s probe did not fire\n",
+				       row_names[row], side == OURS ? "engine's" : "kernel's");
+				return -EIO;
+			}
+		}
 	}
 	return 0;
 }
@@ -384,6 +472,126 @@ out:
 	return ret;
 }
 
+/*
+ * Row 8: memory. The guest job measures what each engine allocates while
+ * this module registers, on its request (a write to the `mem` parameter,
+ * from the measuring shell, which traces its own allocations):
+ * "probes-ours" / "probes-kernel": MEM_N probes on distinct instructions
+ * (the NOPs of kp_bench_nops), batch API; "kret-ours:N" / "kret-kernel:N":
+ * one kretprobe with maxactive N on kp_bench_target; "release": unregister
+ * all. The client structs are static: only the engines allocate.
+ */
+#define MEM_N 1000
+#ifdef CONFIG_X86_64
+#define NOP_LEN 1
+#else
+#define NOP_LEN 4
+#endif
+/* First probed NOP: past the entry and a few NOPs (the compiler's prologue,
+ * if any, stays unprobed). */
+#define MEM_FIRST (MID_OFFSET + 4 * NOP_LEN)
+
+static noinline void kp_bench_nops(void)
+{
+	asm volatile(".rept " __stringify(MEM_N + 8) "\n\tnop\n\t.endr");
+}
+
+static struct {
+	struct kprobe kps[MEM_N], *kpp[MEM_N];
+	struct kp_kprobe kkps[MEM_N], *kkpp[MEM_N];
+	struct kretprobe rp;
+	struct kp_kretprobe krp;
+	bool probes[2], kret[2];
+} mem;
+static DEFINE_MUTEX(mem_lock);
+
+static int mem_probes(enum side side)
+{
+	unsigned long base = (unsigned long)kp_bench_nops + MEM_FIRST;
+	int i, ret;
+
+	for (i = 0; i < MEM_N; i++) {
+		if (side == KERNEL) {
+			memset(&mem.kps[i], 0, sizeof(mem.kps[i]));
+			mem.kps[i].addr = (kprobe_opcode_t *)(base + i * NOP_LEN);
+			mem.kps[i].pre_handler = empty_pre;
+			mem.kpp[i] = &mem.kps[i];
+		} else {
+			memset(&mem.kkps[i], 0, sizeof(mem.kkps[i]));
+			mem.kkps[i].addr = (void *)(base + i * NOP_LEN);
+			mem.kkps[i].pre_handler = kp_empty_pre;
+			mem.kkpp[i] = &mem.kkps[i];
+		}
+	}
+	ret = side == KERNEL ? register_kprobes(mem.kpp, MEM_N) :
+			       kp_register_kprobes(mem.kkpp, MEM_N);
+	mem.probes[side] = !ret;
+	return ret;
+}
+
+static int mem_kret(enum side side, int n)
+{
+	int ret;
+
+	if (side == KERNEL) {
+		memset(&mem.rp, 0, sizeof(mem.rp));
+		mem.rp.kp.addr = (kprobe_opcode_t *)kp_bench_target;
+		mem.rp.handler = empty_ret;
+		mem.rp.maxactive = n;
+		ret = register_kretprobe(&mem.rp);
+	} else {
+		memset(&mem.krp, 0, sizeof(mem.krp));
+		mem.krp.kp.addr = (void *)kp_bench_target;
+		mem.krp.handler = kp_empty_ret;
+		mem.krp.maxactive = n;
+		ret = kp_register_kretprobe(&mem.krp);
+	}
+	mem.kret[side] = !ret;
+	return ret;
+}
+
+static void mem_release(void)
+{
+	if (mem.probes[KERNEL])
+		unregister_kprobes(mem.kpp, MEM_N);
+	if (mem.probes[OURS])
+		kp_unregister_kprobes(mem.kkpp, MEM_N);
+	if (mem.kret[KERNEL])
+		unregister_kretprobe(&mem.rp);
+	if (mem.kret[OURS])
+		kp_unregister_kretprobe(&mem.krp);
+	memset(mem.probes, 0, sizeof(mem.probes));
+	memset(mem.kret, 0, sizeof(mem.kret));
+}
+
+static int mem_set(const char *val, const struct kernel_param *kp)
+{
+	enum side side = strstr(val, "kernel") ? KERNEL : OURS;
+	const char *colon = strchr(val, ':');
+	int n = 0, ret;
+
+	if (colon && kstrtoint(colon + 1, 10, &n))
+		return -EINVAL;
+	mutex_lock(&mem_lock);
+	if (sysfs_streq(val, "release")) {
+		mem_release();
+		ret = 0;
+	} else if (sysfs_streq(val, "probes-ours") || sysfs_streq(val, "probes-kernel")) {
+		ret = mem.probes[side] ? -EBUSY : mem_probes(side);
+	} else if (!strncmp(val, "kret-", 5) && colon && n > 0) {
+		ret = mem.kret[side] ? -EBUSY : mem_kret(side, n);
+	} else {
+		ret = -EINVAL;
+	}
+	mutex_unlock(&mem_lock);
+	if (ret)
+		pr_err("KP-BENCH memory: '%s': %d\n", val, ret);
+	return ret;
+}
+
+static const struct kernel_param_ops mem_ops = { .set = mem_set };
+module_param_cb(mem, &mem_ops, NULL, 0200);
+
 static int __init kp_bench_init(void)
 {
 	int ret;
@@ -401,6 +609,9 @@ static int __init kp_bench_init(void)
 
 static void __exit kp_bench_exit(void)
 {
+	mutex_lock(&mem_lock);
+	mem_release();
+	mutex_unlock(&mem_lock);
 }
 
 module_init(kp_bench_init);

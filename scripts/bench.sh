@@ -23,14 +23,27 @@ cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | sed 's/.*, \([0-9]*\) CPUs/\1/'
 	echo "Per hit: (time with probe - time without) / 10^6 calls; 5 runs interleaved"
 	echo "between the engines; median (min-max), ns. Both engines' jump optimization is"
 	echo "off except in kprobe-mid-opt (row 3, x86_64), where each side's probe is"
-	echo "measured once it reports itself optimized. Under TCG absolute times mean"
-	echo "little; the ratio is the figure of merit."
+	echo "measured once it reports itself optimized. event-3args: the same kprobe"
+	echo "event (three register arguments) enabled on each side in turn, records"
+	echo "written to the trace buffer. Under TCG absolute times mean little; the ratio"
+	echo "is the figure of merit."
+	echo
+	echo "Memory rows (bytes, one measurement): what each engine allocates and keeps"
+	echo "while 1000 probes on distinct instructions, or one kretprobe with 1001"
+	echo "instances (less one with 1), are registered: slab objects and per-CPU areas"
+	echo "(the kernel's allocation trace events) and vmalloc pages (/proc/vmallocinfo)."
+	echo "Not in them: this engine's out-of-line slots (one per probed address or"
+	echo "kretprobe instance), a static text area in the module image (x86_64: 8192 x"
+	echo "64 bytes, arm64: 4096 x 8), where the kernel allocates its slots as needed."
 	echo
 	echo "| row | ours | kernel's | ratio ours/kernel |"
 	echo "| --- | --- | --- | --- |"
 	grep -a "KP-BENCH .* ours " "$log" | sed 's/.*KP-BENCH //' |
 		awk '{ r = ($7 > 0) ? sprintf("%.2f", $3 / $7) : "n/a";
-		       printf "| %s | %s (%s-%s) | %s (%s-%s) | %s |\n", $1, $3, $4, $5, $7, $8, $9, r }'
+		       if ($1 ~ /^memory/)
+			       printf "| %s | %s bytes | %s bytes | %s |\n", $1, $3, $7, r
+		       else
+			       printf "| %s | %s (%s-%s) | %s (%s-%s) | %s |\n", $1, $3, $4, $5, $7, $8, $9, r }'
 } >"$out"
 cat "$out"
 echo "written to $out"

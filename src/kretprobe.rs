@@ -56,9 +56,43 @@ struct Pool {
     /// Bytes per instance.
     stride: usize,
     /// The instances (u64 for alignment).
-    mem: KVec<u64>,
+    mem: PoolMem,
     /// Next dead pool waiting for its returns (registration lock).
     next_zombie: *mut Pool,
+}
+
+/// A pool's instances: from the slab while small; whole pages (vmalloc)
+/// from [`VMALLOC_FROM`] bytes on, where the slab's power-of-two sizes
+/// would waste up to half.
+enum PoolMem {
+    Slab(KVec<u64>),
+    Pages(VVec<u64>),
+}
+
+/// Pools from this size on are vmalloc'd.
+const VMALLOC_FROM: usize = 4 * 4096;
+
+impl PoolMem {
+    /// `words` zeroed words.
+    fn zeroed(words: usize) -> Result<Self> {
+        fn fill<A: kernel::alloc::Allocator>(words: usize) -> Result<kernel::alloc::Vec<u64, A>> {
+            let mut v = kernel::alloc::Vec::with_capacity(words, GFP_KERNEL)?;
+            v.extend_with(words, 0u64, GFP_KERNEL)?;
+            Ok(v)
+        }
+        Ok(if words * 8 >= VMALLOC_FROM {
+            PoolMem::Pages(fill(words)?)
+        } else {
+            PoolMem::Slab(fill(words)?)
+        })
+    }
+
+    fn as_ptr(&self) -> *const u64 {
+        match self {
+            PoolMem::Slab(v) => v.as_ptr(),
+            PoolMem::Pages(v) => v.as_ptr(),
+        }
+    }
 }
 
 impl Pool {
@@ -143,10 +177,7 @@ pub(crate) fn reap_all() -> bool {
 fn alloc_pool(rp: *mut KpKretprobe, n: usize, data_size: usize) -> Result<*mut Pool> {
     let stride = (core::mem::size_of::<Instance>() + data_size + 7) & !7;
     let words = n.checked_mul(stride).ok_or(EINVAL)? / 8;
-    let mut mem = KVec::with_capacity(words, GFP_KERNEL)?;
-    for _ in 0..words {
-        mem.push(0u64, GFP_KERNEL)?;
-    }
+    let mem = PoolMem::zeroed(words)?;
     let pool = KBox::into_raw(KBox::new(
         Pool {
             rp: AtomicPtr::new(rp),

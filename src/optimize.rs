@@ -64,7 +64,7 @@ fn candidate(point: &Point, epoch: usize) -> bool {
     !point.ftrace
         && point.armed.load(Ordering::Relaxed)
         && point.opt_resume.load(Ordering::Relaxed) == 0
-        && point.opt_refused.load(Ordering::Relaxed) != epoch + 1
+        && point.opt_refused.load(Ordering::Relaxed) != (epoch as u32).wrapping_add(1)
         && !point.any_post_handler()
 }
 
@@ -97,7 +97,9 @@ pub(crate) extern "C" fn kp_optimizer_run() {
                         .store(arch::opt_resume(&o), Ordering::Release);
                     prepared += 1;
                 }
-                Err((_, true)) => point.opt_refused.store(epoch + 1, Ordering::Relaxed),
+                Err((_, true)) => point
+                    .opt_refused
+                    .store((epoch as u32).wrapping_add(1), Ordering::Relaxed),
                 Err((_, false)) => {}
             }
         });

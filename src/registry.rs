@@ -22,7 +22,7 @@ use crate::arch;
 use crate::{optimize, symbols};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -103,8 +103,9 @@ pub(crate) struct Point {
     pub(crate) opt_resume: AtomicUsize,
     /// Whether the jump is in the text.
     pub(crate) opt_jumped: AtomicBool,
-    /// Epoch + 1 of the optimizer's last refusal.
-    pub(crate) opt_refused: AtomicUsize,
+    /// Epoch + 1 of the optimizer's last refusal (wrapping; 32 bits keep
+    /// `Point` in a smaller slab).
+    pub(crate) opt_refused: AtomicU32,
     /// Next point in the hash chain.
     next: AtomicPtr<Point>,
 }
@@ -565,7 +566,7 @@ fn register_locked(
                         opt: UnsafeCell::new(arch::OptInsn::NONE),
                         opt_resume: AtomicUsize::new(0),
                         opt_jumped: AtomicBool::new(false),
-                        opt_refused: AtomicUsize::new(0),
+                        opt_refused: AtomicU32::new(0),
                         next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
                     },
                     GFP_KERNEL,

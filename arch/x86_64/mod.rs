@@ -186,8 +186,9 @@ core::arch::global_asm!(
 pub(crate) struct ArchInsn {
     /// Address of the out-of-line slot.
     slot: usize,
-    /// Length of the instruction.
-    len: usize,
+    /// Length of the instruction (at most `MAX_INSN_LEN`: a byte keeps
+    /// `Point`, which holds this, in a smaller slab).
+    len: u8,
     /// The original bytes.
     orig: [u8; MAX_INSN_LEN],
     /// How to emulate it, when it cannot run out of line.
@@ -266,7 +267,7 @@ pub(crate) fn ftrace_entry_site(start: usize, _size: usize) -> Option<usize> {
 pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
     ArchInsn {
         slot: 0,
-        len: FTRACE_SITE_LEN,
+        len: FTRACE_SITE_LEN as u8,
         orig: read_text(addr).unwrap_or([0; MAX_INSN_LEN]),
         emulate: None,
         boostable: false,
@@ -379,7 +380,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
             // Emulated at the hit: no slot.
             return Ok(ArchInsn {
                 slot: 0,
-                len,
+                len: len as u8,
                 orig: bytes,
                 emulate: Some(op),
                 boostable: false,
@@ -418,7 +419,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     }
     Ok(ArchInsn {
         slot,
-        len,
+        len: len as u8,
         orig: bytes,
         emulate: None,
         boostable,
@@ -545,7 +546,7 @@ pub(crate) fn setup_step(
 
 /// Whether `ip` lies in `insn`'s out-of-line copy (a fault while stepping).
 pub(crate) fn in_copy(ip: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && ip >= insn.slot && ip < insn.slot + insn.len
+    insn.slot != 0 && ip >= insn.slot && ip < insn.slot + insn.len as usize
 }
 
 /// Gives up a step that faulted: restores what [`setup_step`] saved (the
@@ -557,7 +558,7 @@ pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: 
 /// Whether a breakpoint at `trap_addr` is the one that ends `insn`'s copy
 /// (never for a copy with the [`post`] tail).
 pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && !insn.post_tail && trap_addr == insn.slot + insn.len
+    insn.slot != 0 && !insn.post_tail && trap_addr == insn.slot + insn.len as usize
 }
 
 /// Whether `insn` can be boosted (see [`can_boost`]).
@@ -577,7 +578,7 @@ pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt
 pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
     match insn.emulate {
         Some(op) => {
-            emulate::run(op, addr, insn.len, regs);
+            emulate::run(op, addr, insn.len as usize, regs);
             true
         }
         None => false,
@@ -591,7 +592,7 @@ pub(crate) fn finish_step(
     regs: &mut bindings::pt_regs,
     saved: usize,
 ) {
-    regs.ip = addr + insn.len;
+    regs.ip = addr + insn.len as usize;
     regs.flags |= saved;
 }
 

@@ -52,7 +52,8 @@ pub(crate) const MAX_SPAN: usize = JMP_LEN - 1 + MAX_INSN_LEN;
 #[derive(Clone, Copy)]
 pub(crate) struct OptInsn {
     detour: usize,
-    span: usize,
+    /// Bytes covered (at most `MAX_SPAN`).
+    span: u8,
     orig: [u8; MAX_SPAN],
 }
 
@@ -66,7 +67,7 @@ impl OptInsn {
 
     /// The original bytes under the jump (`[addr, addr + span)`).
     pub(crate) fn orig(&self) -> &[u8] {
-        self.orig.get(..self.span).unwrap_or(&[])
+        self.orig.get(..self.span as usize).unwrap_or(&[])
     }
 }
 
@@ -254,7 +255,11 @@ pub(crate) fn prepare(
         let n = insn.len as usize;
         orig[off..off + n].copy_from_slice(&bytes[..n]);
     }
-    Ok(OptInsn { detour, span, orig })
+    Ok(OptInsn {
+        detour,
+        span: span as u8,
+        orig,
+    })
 }
 
 /// Where a breakpoint hit on a prepared probe resumes: the relocated
@@ -265,7 +270,7 @@ pub(crate) fn resume(opt: &OptInsn) -> usize {
 
 /// Bytes the jump covers.
 pub(crate) fn span(opt: &OptInsn) -> usize {
-    opt.span
+    opt.span as usize
 }
 
 fn sync() {
@@ -281,7 +286,7 @@ pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
     // stray jump there traps loudly instead of running a torn instruction.
     let mut code = [INT3; MAX_SPAN];
     put_rel32(&mut code, 0, 0xe9, addr, opt.detour)?;
-    text::write(addr + 1, &code[1..opt.span])?;
+    text::write(addr + 1, &code[1..span(opt)])?;
     sync();
     text::write(addr, &code[..1])?;
     sync();
@@ -292,7 +297,7 @@ pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
 pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
     text::write(addr, &[INT3])?;
     sync();
-    text::write(addr + 1, &opt.orig[1..opt.span])?;
+    text::write(addr + 1, &opt.orig[1..span(opt)])?;
     sync();
     Ok(())
 }
