@@ -598,6 +598,10 @@ static int __init kp_bench_init(void)
 
 	pr_info("KP-BENCH start: %d calls x %d reps, mid offset %d\n",
 		KP_BENCH_CALLS, KP_BENCH_REPS, MID_OFFSET);
+	/* For the memory row: a registered probe also costs its client's
+	 * struct (the kernel keeps its per-probe state in it). */
+	pr_info("KP-BENCH-SIZES ours %zu kernel %zu\n",
+		sizeof(struct kp_kprobe), sizeof(struct kprobe));
 	ret = bench_hits();
 	if (!ret && want("allcpus"))
 		ret = bench_all_cpus();

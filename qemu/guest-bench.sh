@@ -54,7 +54,8 @@ mem_bytes() {
 	} END { s = vm; for (k in live) s += live[k]; print s }' $T/trace
 }
 # mem_row NAME N REQ_OURS REQ_KERNEL [BASE_OURS BASE_KERNEL]: bytes per unit
-# (minus the bases' bytes), printed as a KP-BENCH line.
+# (minus the bases' bytes), plus $struct_ours / $struct_kernel, printed as
+# a KP-BENCH line.
 mem_row() {
 	o=$(mem_bytes "$3"); echo release >/sys/module/kp_bench/parameters/mem
 	k=$(mem_bytes "$4"); echo release >/sys/module/kp_bench/parameters/mem
@@ -64,14 +65,19 @@ mem_row() {
 		kb=$(mem_bytes "$6"); echo release >/sys/module/kp_bench/parameters/mem
 	fi
 	echo "KP-BENCH-MEM $1: ours $o - $ob, kernel's $k - $kb bytes for $2"
-	o=$(((o - ob) / $2)) k=$(((k - kb) / $2))
+	o=$(((o - ob) / $2 + struct_ours)) k=$(((k - kb) / $2 + struct_kernel))
 	echo "KP-BENCH $1 ours $o $o $o kernel $k $k $k"
 	[ "$o" -gt 0 ] && [ "$k" -gt 0 ]
 }
 case ,$rows, in
 *,all,* | *,memory,*)
 	insmod $M/kp_bench.ko rows=none
+	# Per probe, the client's struct counts too (the kernel keeps its
+	# per-probe state there: struct kprobe vs struct kp_kprobe).
+	set -- $(dmesg | sed -n 's/.*KP-BENCH-SIZES ours \([0-9]*\) kernel \([0-9]*\).*/\1 \2/p' | tail -n 1)
+	struct_ours=${1:-0} struct_kernel=${2:-0}
 	check bench-memory-probe mem_row memory-per-probe 1000 probes-ours probes-kernel
+	struct_ours=0 struct_kernel=0
 	check bench-memory-kretprobe-instance mem_row memory-per-kretprobe-instance 1000 \
 		kret-ours:1001 kret-kernel:1001 kret-ours:1 kret-kernel:1
 	rmmod kp_bench

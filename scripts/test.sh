@@ -78,11 +78,17 @@ fi
 # --- guest tests -------------------------------------------------------------
 for a in "${built[@]}"; do
 	case $a in
-	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_x86_emu,kp_x86_opt ;;
-	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_arm64_sim ;;
+	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_x86_emu,kp_x86_opt ;;
+	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_arm64_sim ;;
 	esac
 	note "$a: booting QEMU"
-	if ! scripts/qemu-run.sh "$a" test; then fail "$a: guest run did not complete"; fi
+	# kp_mass holds a 60-second workload; the debug kernel runs several
+	# times slower under TCG.
+	timeout=${KP_QEMU_TIMEOUT:-900}
+	case $a in *-debug) timeout=${KP_QEMU_TIMEOUT:-1500} ;; esac
+	if ! KP_QEMU_TIMEOUT=$timeout scripts/qemu-run.sh "$a" test; then
+		fail "$a: guest run did not complete"
+	fi
 	log="out/$a/test-console.log"
 	note "$a: console log: $log"
 	# (The debug kernel's checkers report through these too: "BUG: KASAN",

@@ -334,10 +334,18 @@ pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
         return arch::regs::ip(regs);
     };
     // SAFETY: as above.
-    let point = unsafe { &*f.point };
+    end_step(cpu, d, f, unsafe { &*f.point }, regs)
+}
+
+/// Ends the step of `f`, this CPU's top frame (level `d - 1`), on `point`:
+/// resumes after the instruction, runs the post handlers of a hit whose
+/// handlers ran, frees the level. Returns where execution goes on unless a
+/// post handler moved `regs.ip` from there.
+fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt_regs) -> usize {
     arch::finish_step(point.addr, &point.insn, regs, f.saved);
     let next = arch::regs::ip(regs);
     if f.stage == stage::STEPPING {
+        // Keep the level while the post handlers run (busy).
         cpu.set_frame(
             d - 1,
             Frame {
@@ -369,18 +377,6 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     if !arch::is_step_done(addr, &point.insn) {
         return false;
     }
-    arch::finish_step(point.addr, &point.insn, regs, f.saved);
-    if f.stage == stage::STEPPING {
-        // Keep the level while the post handlers run (busy).
-        cpu.set_frame(
-            d - 1,
-            Frame {
-                stage: stage::HANDLERS,
-                ..f
-            },
-        );
-        run_post(point, regs);
-    }
-    cpu.pop();
+    end_step(cpu, d, f, point, regs);
     true
 }

@@ -15,6 +15,7 @@
 //! - `kp_ftrace`: entry probes (x86_64: served by ftrace).
 //! - `kp_hostile`: bad arguments for every entry point, with their errors.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
+//! - `kp_mass`: 2,000 kprobes and 200 kretprobes under a 60-second workload.
 //! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 //! - `kp_x86_opt` (x86_64): jump-optimized probes.
@@ -43,6 +44,7 @@ mod ftrace_suite;
 mod hostile_suite;
 mod kernel_suite;
 mod kret_suite;
+mod mass_suite;
 #[cfg(CONFIG_X86_64)]
 mod opt_x86_64;
 mod probe_suite;

@@ -34,10 +34,10 @@ unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_i
     0
 }
 
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         // xorshift64*
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -47,14 +47,16 @@ impl Rng {
 }
 
 /// `(start, size)` of the function containing `addr`, via `sprint_symbol`.
-fn function_at(addr: usize) -> Option<(usize, usize)> {
+pub(crate) fn function_at(addr: usize) -> Option<(usize, usize)> {
     let sym = crate::util::Sym::of(addr);
     let s = crate::ksym::parse_sprint_symbol(sym.bytes())?;
     Some((addr.checked_sub(s.offset as usize)?, s.size as usize))
 }
 
-/// A random instruction boundary inside `[start, start + size)`.
-fn pick(rng: &mut Rng, start: usize, size: usize) -> Option<usize> {
+/// A random instruction boundary inside `[start, start + size)`; x86_64
+/// decodes from the start, in `text` (the function's bytes as they were
+/// before this test placed probes) when given, else in the live text.
+pub(crate) fn pick(rng: &mut Rng, start: usize, size: usize, text: Option<&[u8]>) -> Option<usize> {
     #[cfg(CONFIG_X86_64)]
     {
         // Decode from the start with this module's copy of the decoder.
@@ -63,12 +65,25 @@ fn pick(rng: &mut Rng, start: usize, size: usize) -> Option<usize> {
         let mut n = 0;
         while at < start + size && n < offs.len() {
             let mut b = [0u8; crate::decode::MAX_INSN_LEN];
-            // SAFETY: nofault read of kernel text.
-            let r = unsafe {
-                bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), at as *const _, b.len())
-            };
-            if r != 0 {
-                break;
+            match text {
+                Some(text) => {
+                    let from = text.get(at - start..).unwrap_or(&[]);
+                    let k = from.len().min(b.len());
+                    b[..k].copy_from_slice(&from[..k]);
+                }
+                None => {
+                    // SAFETY: nofault read of kernel text.
+                    let r = unsafe {
+                        bindings::copy_from_kernel_nofault(
+                            b.as_mut_ptr().cast(),
+                            at as *const _,
+                            b.len(),
+                        )
+                    };
+                    if r != 0 {
+                        break;
+                    }
+                }
             }
             let Ok(i) = crate::decode::decode(&b) else {
                 break;
@@ -81,11 +96,12 @@ fn pick(rng: &mut Rng, start: usize, size: usize) -> Option<usize> {
     }
     #[cfg(CONFIG_ARM64)]
     {
+        let _ = text;
         (size >= 4).then(|| start + (rng.next() % (size as u64 / 4)) as usize * 4)
     }
 }
 
-fn workload() {
+pub(crate) fn workload() {
     for _ in 0..3 {
         run(c"/bin/ls", &[c"-l", c"/proc/self/"]);
         run(c"/bin/cat", &[c"/proc/meminfo"]);
@@ -124,10 +140,15 @@ fn seed_from_file() -> Option<u64> {
     Some(v)
 }
 
-fn random_kernel_instructions(t: &mut Test) {
+/// The PRNG seed: `kp_random_seed` from the kernel command line (the guest
+/// job writes it to a file), else random; odd.
+pub(crate) fn seed() -> u64 {
     // SAFETY: plain call.
-    let seed =
-        seed_from_file().unwrap_or_else(|| u64::from(unsafe { bindings::get_random_u32() })) | 1;
+    seed_from_file().unwrap_or_else(|| u64::from(unsafe { bindings::get_random_u32() })) | 1
+}
+
+fn random_kernel_instructions(t: &mut Test) {
+    let seed = seed();
     t.info(format_args!(
         "seed {:#x} (replay: KP_CMDLINE=kp_random_seed={:#x})",
         seed, seed
@@ -160,7 +181,7 @@ fn random_kernel_instructions(t: &mut Test) {
     while probes.len() < WANT && attempts < 20 * WANT && !funcs.is_empty() {
         attempts += 1;
         let (s, size) = funcs.as_slice()[(rng.next() % funcs.len() as u64) as usize];
-        let Some(addr) = pick(&mut rng, s, size) else {
+        let Some(addr) = pick(&mut rng, s, size, None) else {
             continue;
         };
         let Ok(mut p) = KBox::new(KpKprobe::new(), GFP_KERNEL) else {

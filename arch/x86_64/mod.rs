@@ -77,6 +77,70 @@ macro_rules! pt_regs_trampoline {
     };
 }
 
+/// A call from a [`pt_regs_trampoline!`] reached by `push $addr; call`
+/// (the jump-optimization detour, the post tail): the words above its
+/// `pt_regs`.
+struct TrampFrame {
+    /// The word the `call` pushed: where the trampoline's `ret $8` goes.
+    resume_slot: *mut usize,
+    /// Its original value (the code after the `call`).
+    resume: usize,
+    /// The pushed probed address.
+    addr: usize,
+    /// The stack pointer before the two words were pushed.
+    sp: usize,
+}
+
+#[cfg(CONFIG_TRACE_IRQFLAGS)]
+extern "C" {
+    fn trace_hardirqs_off();
+    fn trace_hardirqs_on();
+}
+
+/// Entry of a trampoline's handler: tells lockdep about the trampoline's
+/// `cli` (as `local_irq_save()` would) and reads the frame.
+///
+/// # Safety
+///
+/// `regs` is the `pt_regs` such a trampoline built; interrupts are off.
+unsafe fn tramp_enter<'a>(regs: *mut bindings::pt_regs) -> (&'a mut bindings::pt_regs, TrampFrame) {
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    // SAFETY: interrupts are off.
+    unsafe {
+        trace_hardirqs_off()
+    };
+    let resume_slot = (regs as usize + core::mem::size_of::<bindings::pt_regs>()) as *mut usize;
+    // SAFETY: per the function's contract, the two words sit above `regs`.
+    let (resume, addr) = unsafe { (*resume_slot, *resume_slot.add(1)) };
+    let frame = TrampFrame {
+        resume_slot,
+        resume,
+        addr,
+        sp: resume_slot as usize + 16,
+    };
+    // SAFETY: per the function's contract.
+    (unsafe { &mut *regs }, frame)
+}
+
+/// Exit of a trampoline's handler: the trampoline returns to `to` and
+/// restores `regs` (lockdep learns that its `popfq` turns interrupts back
+/// on, if it does).
+///
+/// # Safety
+///
+/// As for [`tramp_enter`], which gave `frame`.
+unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
+    // SAFETY: the slot is the return address of the trampoline's `ret`.
+    unsafe { *frame.resume_slot = to };
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    if regs.flags & FLAGS_IF != 0 {
+        // SAFETY: interrupts are still off until the `popfq`.
+        unsafe { trace_hardirqs_on() };
+    }
+    #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
+    let _ = regs;
+}
+
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;

@@ -96,19 +96,6 @@ extern "C" {
     fn kp_helper_sync_all_cores();
 }
 
-#[cfg(CONFIG_TRACE_IRQFLAGS)]
-extern "C" {
-    fn trace_hardirqs_off();
-    fn trace_hardirqs_on();
-}
-
-/// `X86_EFLAGS_IF`.
-#[cfg(CONFIG_TRACE_IRQFLAGS)]
-const FLAGS_IF: usize = 1 << 9;
-
-/// Size of `struct pt_regs`: the two words the detour pushed sit above it.
-const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
-
 /// Set once a redirect could not be honoured (reported once).
 static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 
@@ -120,45 +107,31 @@ static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// probed address in the two words above it; interrupts are off.
 #[no_mangle]
 unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
-    // The trampoline's `cli`, as `local_irq_save()` would report it.
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    // SAFETY: interrupts are off.
-    unsafe {
-        trace_hardirqs_off()
-    };
-    let resume_slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
     // SAFETY: per the function's contract.
-    let (regs, resume, addr) = unsafe { (&mut *regs, *resume_slot, *resume_slot.add(1)) };
+    let (regs, f) = unsafe { super::tramp_enter(regs) };
     // The view at the probed instruction: its stack pointer, and `ip` one
     // past it, as after the breakpoint.
-    let orig_sp = resume_slot as usize + 16;
-    regs.sp = orig_sp;
-    regs.ip = addr + 1;
-    let to = if crate::hit::on_jump(addr, regs) {
+    regs.sp = f.sp;
+    regs.ip = f.addr + 1;
+    let to = if crate::hit::on_jump(f.addr, regs) {
         // Redirected. As on the ftrace path only the stack pointer the code
         // had can be resumed with, or a return to the caller (through a
         // `ret` stub); anything else is undone and the code runs on.
-        if !super::ftrace_fixup_redirect(regs, orig_sp, resume)
+        if !super::ftrace_fixup_redirect(regs, f.sp, f.resume)
             && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
         {
             pr_err!(
                 "optimized probe at {:#x}: a handler moved the stack pointer; \
                  only a return to the caller can be honoured there\n",
-                addr
+                f.addr
             );
         }
         regs.ip
     } else {
-        resume
+        f.resume
     };
-    // SAFETY: the slot is the return address of the trampoline's `ret`.
-    unsafe { *resume_slot = to };
-    // The trampoline's `popfq` turns them back on if they were.
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    if regs.flags & FLAGS_IF != 0 {
-        // SAFETY: interrupts are still off until the `popfq`.
-        unsafe { trace_hardirqs_on() };
-    }
+    // SAFETY: as above.
+    unsafe { super::tramp_leave(regs, &f, to) };
 }
 
 /// Why [`prepare`] refused, and whether for good (false: out of slots or

@@ -51,12 +51,6 @@ extern "C" {
     fn kp_x86_post_common();
 }
 
-#[cfg(CONFIG_TRACE_IRQFLAGS)]
-extern "C" {
-    fn trace_hardirqs_off();
-    fn trace_hardirqs_on();
-}
-
 /// Where the copy's `call` goes.
 pub(super) fn common() -> usize {
     kp_x86_post_common as *const () as usize
@@ -77,14 +71,6 @@ pub(super) fn put_tail(code: &mut [u8], at: usize, base: usize, addr: usize, len
     super::put_rel32(code, at + 10, 0xe9, base, addr + len)
 }
 
-/// `X86_EFLAGS_IF`.
-#[cfg(CONFIG_TRACE_IRQFLAGS)]
-const FLAGS_IF: usize = 1 << 9;
-
-/// Size of `struct pt_regs`: the two words the copy's tail pushed sit above
-/// it.
-const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
-
 /// Set once a redirect could not be honoured (reported once).
 static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 
@@ -97,24 +83,15 @@ static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// breakpoint).
 #[no_mangle]
 unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
-    // The trampoline's `cli`, as `local_irq_save()` would report it
-    // (redundant: the breakpoint returned with interrupts off).
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    // SAFETY: interrupts are off.
-    unsafe {
-        trace_hardirqs_off()
-    };
-    let resume_slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
     // SAFETY: per the function's contract.
-    let (regs, resume, addr) = unsafe { (&mut *regs, *resume_slot, *resume_slot.add(1)) };
+    let (regs, f) = unsafe { super::tramp_enter(regs) };
     // The state after the instruction: its stack pointer (below the two
     // words), `ip` set by the core to the next instruction.
-    let sp = resume_slot as usize + 16;
-    regs.sp = sp;
-    let next = crate::hit::on_step_jump(addr, regs);
+    regs.sp = f.sp;
+    let next = crate::hit::on_step_jump(f.addr, regs);
     let to = if regs.ip == next {
-        resume
-    } else if regs.sp == sp {
+        f.resume
+    } else if regs.sp == f.sp {
         // A post handler redirected execution, keeping the stack.
         regs.ip
     } else {
@@ -122,18 +99,12 @@ unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
         if !REDIRECT_REFUSED.swap(true, Ordering::Relaxed) {
             pr_err!(
                 "probe at {:#x}: a post handler moved the stack pointer; ignored\n",
-                addr
+                f.addr
             );
         }
-        regs.sp = sp;
-        resume
+        regs.sp = f.sp;
+        f.resume
     };
-    // SAFETY: the slot is the return address of the trampoline's `ret`.
-    unsafe { *resume_slot = to };
-    // The trampoline's `popfq` turns them back on if they were.
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    if regs.flags & FLAGS_IF != 0 {
-        // SAFETY: interrupts are still off until the `popfq`.
-        unsafe { trace_hardirqs_on() };
-    }
+    // SAFETY: as above.
+    unsafe { super::tramp_leave(regs, &f, to) };
 }

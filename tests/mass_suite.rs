@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_mass`: 2,000 kprobes on distinct random instructions of real kernel
+//! functions and 200 kretprobes on leaf functions, armed while a workload
+//! (fork/exec, pipes, file I/O, sleeps and timers) runs on every CPU for 60
+//! seconds; then everything is removed.
+//!
+//! Candidates are the functions `kp_random` walks (around `msleep`), picked
+//! with a seeded PRNG (the seed is in the KTAP output; `kp_random_seed`
+//! replays both suites). Kretprobes go on leaf functions only (no call, no
+//! jump out of the function): a task cannot sleep in one, so every return
+//! comes back while the test waits for it (a kretprobe on a function where
+//! a kthread sleeps for good would keep the engine loaded, by design).
+//!
+//! Checks: the engine accepts enough of them; handlers run (hits); after
+//! the kretprobes are disabled and their returns drained, each saw exactly
+//! as many returns as entries; once unregistration returns, no handler runs
+//! again (the workload goes on); every byte of the whole candidate text
+//! region is as before the first registration. The guest log scan catches
+//! any splat; on the debug kernel lockdep, KASAN and kmemleak watch too.
+
+use crate::kp::{self, KpKprobe, KpKretprobe, KpKretprobeInstance};
+use crate::kunit::Test;
+use crate::random_suite::{function_at, pick, seed, Rng};
+use crate::util::{disable, register, run, Worker};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use kernel::bindings;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+/// How many probes. On the debug kernel (KASAN, lockdep) under TCG a
+/// breakpoint hit costs tens of microseconds: 2,000 probes on functions
+/// around the timer code hit about 10^5 times a second (measured on the
+/// release kernel), which there leaves the CPUs no time for anything else;
+/// a quarter of them keeps the same mix at a load the machine survives.
+const KPROBES: usize = if cfg!(CONFIG_KASAN) { 500 } else { 2000 };
+const KRETPROBES: usize = if cfg!(CONFIG_KASAN) { 100 } else { 200 };
+const WORKLOAD_NS: u64 = 60 * 1_000_000_000;
+const MAX_FUNCS: usize = 4096;
+
+/// Set once everything is unregistered: a handler running then is an error.
+static AFTER: AtomicBool = AtomicBool::new(false);
+static LATE_CALLS: AtomicU64 = AtomicU64::new(0);
+static ROUNDS: AtomicU64 = AtomicU64::new(0);
+
+#[repr(C)]
+struct Mass {
+    kp: KpKprobe,
+    hits: AtomicU64,
+}
+
+#[repr(C)]
+struct MassRet {
+    rp: KpKretprobe,
+    entries: AtomicU64,
+    returns: AtomicU64,
+}
+
+/// # Safety
+///
+/// Called by the engine for a `Mass` probe.
+unsafe extern "C" fn mass_pre(p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    // SAFETY: `kp` is the first field of a live `Mass`.
+    unsafe { &*p.cast::<Mass>() }
+        .hits
+        .fetch_add(1, Ordering::Relaxed);
+    if AFTER.load(Ordering::Relaxed) {
+        LATE_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    0
+}
+
+/// The `MassRet` of an instance.
+///
+/// # Safety
+///
+/// `ri` is an instance of a `MassRet` kretprobe.
+unsafe fn mass_ret_of(ri: *mut KpKretprobeInstance) -> &'static MassRet {
+    // SAFETY: `rp` is the first field of a live `MassRet`.
+    unsafe { &*(*ri).rp.cast::<MassRet>() }
+}
+
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn mass_entry(ri: *mut KpKretprobeInstance, _r: *mut bindings::pt_regs) -> c_int {
+    // SAFETY: our kretprobes only.
+    unsafe { mass_ret_of(ri) }
+        .entries
+        .fetch_add(1, Ordering::Relaxed);
+    if AFTER.load(Ordering::Relaxed) {
+        LATE_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    0
+}
+
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn mass_return(
+    ri: *mut KpKretprobeInstance,
+    _r: *mut bindings::pt_regs,
+) -> c_int {
+    // SAFETY: our kretprobes only.
+    unsafe { mass_ret_of(ri) }
+        .returns
+        .fetch_add(1, Ordering::Relaxed);
+    if AFTER.load(Ordering::Relaxed) {
+        LATE_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    0
+}
+
+fn now_ns() -> u64 {
+    // SAFETY: plain call.
+    unsafe { bindings::ktime_get() as u64 }
+}
+
+/// One CPU's share of the workload until `deadline` (ktime ns): a shell
+/// that forks, pipes, writes and reads files, then a sleep.
+fn work(deadline: usize) {
+    loop {
+        run(
+            c"/bin/sh",
+            &[
+                c"-c",
+                c"i=0; while [ $i -lt 10 ]; do echo $i | cat >/tmp/kp_mass.$$; \
+                  cat /tmp/kp_mass.$$ /proc/uptime >/dev/null; i=$((i + 1)); done; \
+                  rm -f /tmp/kp_mass.$$; sleep 0.01",
+            ],
+        );
+        // SAFETY: process context.
+        unsafe { bindings::msleep(2) };
+        ROUNDS.fetch_add(1, Ordering::Relaxed);
+        if now_ns() >= deadline as u64 {
+            break;
+        }
+    }
+}
+
+/// Reads `len` bytes of text at `addr`; None if not all readable.
+fn read_text(addr: usize, len: usize) -> Option<KVVec<u8>> {
+    let mut v = KVVec::with_capacity(len, GFP_KERNEL).ok()?;
+    v.extend_with(len, 0u8, GFP_KERNEL).ok()?;
+    // SAFETY: a nofault read into our buffer of `len` bytes.
+    let r =
+        unsafe { bindings::copy_from_kernel_nofault(v.as_mut_ptr().cast(), addr as *const _, len) };
+    (r == 0).then_some(v)
+}
+
+/// Whether the function `[start, start + size)` calls nothing and jumps
+/// nowhere outside itself (no task can sleep in it).
+fn is_leaf(start: usize, size: usize) -> bool {
+    let Some(text) = read_text(start, size) else {
+        return false;
+    };
+    let inside = |t: u64| t >= start as u64 && t < (start + size) as u64;
+    #[cfg(CONFIG_X86_64)]
+    {
+        use crate::decode::{decode, Class, MAX_INSN_LEN};
+        let mut off = 0;
+        while off < size {
+            let mut b = [0u8; MAX_INSN_LEN];
+            let n = (size - off).min(MAX_INSN_LEN);
+            b[..n].copy_from_slice(&text[off..off + n]);
+            let Ok(i) = decode(&b) else {
+                return false;
+            };
+            let at = (start + off) as u64;
+            match i.class {
+                Class::Plain | Class::Ret => {}
+                Class::JmpRel | Class::Jcc | Class::LoopOrJrcxz => {
+                    if !i.rel_target(at, &b).is_some_and(inside) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+            off += i.len as usize;
+        }
+        true
+    }
+    #[cfg(CONFIG_ARM64)]
+    {
+        text.chunks_exact(4).enumerate().all(|(k, w)| {
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let at = (start + 4 * k) as u64;
+            let bl = w & 0xfc00_0000 == 0x9400_0000;
+            let blr_br = w & 0xffdf_fc1f == 0xd61f_0000;
+            let exception = w & 0xff00_0000 == 0xd400_0000;
+            let b_out = w & 0xfc00_0000 == 0x1400_0000 && {
+                let imm = ((w << 6) as i32 >> 6) as i64 * 4;
+                !inside(at.wrapping_add(imm as u64))
+            };
+            !(bl || blr_br || exception || b_out)
+        })
+    }
+}
+
+fn mass_probes_under_workload(t: &mut Test) {
+    let seed = seed() ^ 0x6d61_7373; // "mass"
+    t.info(format_args!(
+        "seed {:#x} (replay: KP_CMDLINE=kp_random_seed={:#x})",
+        seed,
+        seed ^ 0x6d61_7373
+    ));
+    let mut rng = Rng(seed);
+    // Candidate functions: consecutive symbols from msleep on.
+    let mut funcs = KVec::new();
+    let mut at = function_at(bindings::msleep as *const () as usize).map_or(0, |(s, _)| s);
+    for _ in 0..MAX_FUNCS {
+        let Some((s, size)) = function_at(at) else {
+            break;
+        };
+        if size == 0 || funcs.push((s, size), GFP_KERNEL).is_err() {
+            break;
+        }
+        at = s + size;
+    }
+    kp_expect!(t, funcs.len() > 1000);
+    let Some(&(region_start, _)) = funcs.first() else {
+        return;
+    };
+    let region_len = at - region_start;
+    // The whole region before any probe, for the final comparison.
+    let Some(before) = read_text(region_start, region_len) else {
+        kp_expect!(t, false, "cannot read the candidate text");
+        return;
+    };
+    t.info(format_args!(
+        "{} candidate functions, {} bytes of text",
+        funcs.len(),
+        region_len
+    ));
+
+    // Kprobes on distinct random instructions. (Room is reserved first: a
+    // registered probe is never dropped for want of memory.)
+    let (Ok(mut probes), Ok(mut ptrs), Ok(mut used), Ok(mut krets)) = (
+        KVec::<KBox<Mass>>::with_capacity(KPROBES, GFP_KERNEL),
+        KVec::<*mut KpKprobe>::with_capacity(KPROBES, GFP_KERNEL),
+        KVec::<usize>::with_capacity(KPROBES, GFP_KERNEL),
+        KVec::<KBox<MassRet>>::with_capacity(KRETPROBES, GFP_KERNEL),
+    ) else {
+        kp_expect!(t, false, "out of memory");
+        return;
+    };
+    let (mut attempts, mut refused) = (0, 0);
+    while probes.len() < KPROBES && attempts < 5 * KPROBES {
+        attempts += 1;
+        let (s, size) = funcs[(rng.next() % funcs.len() as u64) as usize];
+        // Instruction boundaries from the snapshot: the live text holds
+        // this test's breakpoints by now.
+        let off = s - region_start;
+        let Some(addr) = pick(&mut rng, s, size, before.get(off..off + size)) else {
+            continue;
+        };
+        if used.contains(&addr) {
+            continue;
+        }
+        let Ok(mut m) = KBox::new(
+            Mass {
+                kp: KpKprobe::new(),
+                hits: AtomicU64::new(0),
+            },
+            GFP_KERNEL,
+        ) else {
+            break;
+        };
+        m.kp.addr = addr as *mut _;
+        m.kp.pre_handler = Some(mass_pre);
+        if register(&mut m.kp) != 0 {
+            refused += 1;
+            continue;
+        }
+        // Within the reserved capacity: cannot fail.
+        let _ = used.push(addr, GFP_KERNEL);
+        let _ = ptrs.push(&mut m.kp as *mut KpKprobe, GFP_KERNEL);
+        let _ = probes.push(m, GFP_KERNEL);
+    }
+    t.info(format_args!(
+        "{} kprobes after {} attempts ({} refused)",
+        probes.len(),
+        attempts,
+        refused
+    ));
+    kp_expect_eq!(t, probes.len(), KPROBES);
+
+    // Kretprobes on leaf functions, in random order.
+    let mut leaves = KVec::new();
+    for &(s, size) in funcs.iter() {
+        if is_leaf(s, size) && leaves.push(s, GFP_KERNEL).is_err() {
+            break;
+        }
+    }
+    let (mut kattempts, mut krefused) = (0, 0);
+    while krets.len() < KRETPROBES && !leaves.is_empty() {
+        kattempts += 1;
+        // Take a random leaf out (swap with the last).
+        let i = (rng.next() % leaves.len() as u64) as usize;
+        let last = leaves.len() - 1;
+        leaves.swap(i, last);
+        let s = leaves[last];
+        // SAFETY: shrinking keeps the elements below the new length.
+        unsafe { leaves.set_len(last) };
+        let Ok(mut k) = KBox::new(
+            MassRet {
+                rp: KpKretprobe::new(),
+                entries: AtomicU64::new(0),
+                returns: AtomicU64::new(0),
+            },
+            GFP_KERNEL,
+        ) else {
+            break;
+        };
+        k.rp.kp.addr = s as *mut _;
+        k.rp.entry_handler = Some(mass_entry);
+        k.rp.handler = Some(mass_return);
+        k.rp.maxactive = 8;
+        // SAFETY: unregistered below before the box goes.
+        if unsafe { kp::kp_register_kretprobe(&mut k.rp) } != 0 {
+            krefused += 1;
+            continue;
+        }
+        // Within the reserved capacity: cannot fail.
+        let _ = krets.push(k, GFP_KERNEL);
+    }
+    t.info(format_args!(
+        "{} kretprobes on leaf functions after {} tries ({} refused)",
+        krets.len(),
+        kattempts,
+        krefused
+    ));
+    kp_expect_eq!(t, krets.len(), KRETPROBES);
+
+    // The workload, on every CPU.
+    ROUNDS.store(0, Ordering::SeqCst);
+    let deadline = now_ns() + WORKLOAD_NS;
+    let mut workers = KVec::new();
+    // SAFETY: a plain read of the kernel's online CPU count.
+    let cpus = unsafe {
+        core::ptr::read_volatile(core::ptr::addr_of!(bindings::__num_online_cpus.counter))
+    } as u32;
+    for cpu in 0..cpus {
+        match Worker::start(work, deadline as usize, Some(cpu)) {
+            Ok(w) => {
+                let _ = workers.push(w, GFP_KERNEL);
+            }
+            Err(_) => kp_expect!(t, false, "cannot start a workload thread"),
+        }
+    }
+    while now_ns() < deadline {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(200) };
+    }
+    drop(workers);
+    let hits: u64 = probes.iter().map(|m| m.hits.load(Ordering::SeqCst)).sum();
+    let hit_probes = probes
+        .iter()
+        .filter(|m| m.hits.load(Ordering::SeqCst) > 0)
+        .count();
+    let missed: usize = probes.iter().map(|m| m.kp.nmissed).sum();
+    let optimized = probes
+        .iter()
+        .filter(|m| m.kp.flags & kp::KP_FLAG_OPTIMIZED != 0)
+        .count();
+    t.info(format_args!(
+        "{} workload rounds on {} CPUs; kprobes: {} hits on {} of them, {} missed, {} jump-optimized",
+        ROUNDS.load(Ordering::SeqCst),
+        cpus,
+        hits,
+        hit_probes,
+        missed,
+        optimized
+    ));
+    kp_expect!(t, ROUNDS.load(Ordering::SeqCst) > 0);
+    kp_expect!(t, hits > 0);
+
+    // Kretprobes: no new entries, then every tracked call's return.
+    for k in krets.iter_mut() {
+        kp_expect_eq!(t, disable(&mut k.rp.kp), 0);
+    }
+    let drained = |krets: &KVec<KBox<MassRet>>| {
+        krets
+            .iter()
+            .all(|k| k.entries.load(Ordering::SeqCst) == k.returns.load(Ordering::SeqCst))
+    };
+    let mut waited = 0;
+    while !drained(&krets) && waited < 10_000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        waited += 10;
+    }
+    let (entries, returns): (u64, u64) = krets.iter().fold((0, 0), |(e, r), k| {
+        (
+            e + k.entries.load(Ordering::SeqCst),
+            r + k.returns.load(Ordering::SeqCst),
+        )
+    });
+    let kmissed: i64 = krets.iter().map(|k| i64::from(k.rp.nmissed)).sum();
+    t.info(format_args!(
+        "kretprobes: {} entries, {} returns, {} missed (pool empty), drained after {} ms",
+        entries, returns, kmissed, waited
+    ));
+    kp_expect!(t, drained(&krets));
+    kp_expect!(t, entries > 0);
+
+    // Everything off; from now on no handler may run.
+    // SAFETY: every pointer is a registered probe of `probes`.
+    unsafe { kp::kp_unregister_kprobes(ptrs.as_mut_ptr(), ptrs.len() as c_int) };
+    for k in krets.iter_mut() {
+        // SAFETY: registered above.
+        unsafe { kp::kp_unregister_kretprobe(&mut k.rp) };
+    }
+    AFTER.store(true, Ordering::SeqCst);
+    LATE_CALLS.store(0, Ordering::SeqCst);
+    work(0);
+    work(0);
+    crate::random_suite::workload();
+    AFTER.store(false, Ordering::SeqCst);
+    kp_expect_eq!(t, LATE_CALLS.load(Ordering::SeqCst), 0);
+    kp_expect!(t, probes.iter().all(|m| m.kp.kp_private.is_null()));
+
+    // Every byte of the region as it was.
+    let Some(after) = read_text(region_start, region_len) else {
+        kp_expect!(t, false, "cannot read the candidate text again");
+        return;
+    };
+    let differing = before
+        .iter()
+        .zip(after.iter())
+        .filter(|(a, b)| a != b)
+        .count();
+    t.info(format_args!(
+        "{} bytes of text compared, {} differ",
+        region_len, differing
+    ));
+    kp_expect_eq!(t, differing, 0);
+}
+
+kunit_suite!(kp_mass, "kp_mass", [mass_probes_under_workload]);
