@@ -23,11 +23,16 @@
 //!   already `NOKPROBE_SYMBOL`; listing them documents the dependency), and
 //!   assembly functions marked with `_ASM_NOKPROBE`/`NOKPROBE`, which leave
 //!   no `_kbl_addr_` symbol;
+//! - the sanitizers' runtime ([`SANITIZER_PREFIXES`]): instrumented code,
+//!   the engine's trap path included, calls it on every checked access;
 //! - the engine module itself (checked dynamically, it has no fixed range).
 //!
-//! Not yet covered (see README): a module's own `_kprobe_blacklist` and
-//! `.noinstr.text`, exception-table fixup sites and jump-label sites
-//! (arch backend issue).
+//! - a loaded module's own `NOKPROBE_SYMBOL()` list (its `_kprobe_blacklist`
+//!   section stays with the module), `.kprobes.text` and `.noinstr.text`,
+//!   read from its `struct module` at each check.
+//!
+//! Exception-table fixup sites and jump-label sites are refused by the
+//! registration checks, not listed here.
 
 use crate::symbols;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -76,6 +81,28 @@ const SECTIONS: &[(&CStr, &CStr, &CStr)] = &[
         c_str!("__softirqentry_text_end"),
         c_str!(".softirqentry.text"),
     ),
+];
+
+/// The runtime of the compiler's instrumentation (KASAN, KCSAN, KMSAN,
+/// UBSAN, KCOV), by symbol prefix. Instrumented code calls it on every
+/// checked access, the engine's own trap path included (its Rust and C are
+/// instrumented like the rest): a breakpoint there recurses on every hit
+/// and, when not, is hit so often that the machine does nothing else (a
+/// probe in `kasan_check_range` stopped the debug kernel). The kernel's
+/// kprobes do not list them; tracing them is of no use.
+const SANITIZER_PREFIXES: &[&[u8]] = &[
+    b"__asan_",
+    b"kasan_",
+    b"__kasan_",
+    b"__hwasan_",
+    b"__kcsan_",
+    b"kcsan_",
+    b"__tsan_",
+    b"__msan_",
+    b"kmsan_",
+    b"__kmsan_",
+    b"__ubsan_handle_",
+    b"__sanitizer_cov_",
 ];
 
 fn add(v: &mut KVec<Range>, start: usize, end: usize, reason: &'static CStr) -> Result {
@@ -136,7 +163,19 @@ pub(crate) fn init() -> Result {
     }
     let sections = v.len();
     let mut nokprobe = Ok(0usize);
-    symbols::for_each_symbol(|name, _addr| {
+    let mut sanitizer = Ok(0usize);
+    symbols::for_each_symbol(|name, addr| {
+        if SANITIZER_PREFIXES.iter().any(|p| name.starts_with(p)) && symbols::in_kernel_text(addr) {
+            sanitizer = sanitizer.and_then(|n| {
+                add_function(
+                    &mut v,
+                    addr,
+                    c_str!("sanitizer runtime (instrumented code calls it)"),
+                )
+                .map(|()| n + 1)
+            });
+            return sanitizer.is_ok();
+        }
         let Some(func) = name.strip_prefix(b"_kbl_addr_") else {
             return true;
         };
@@ -156,6 +195,7 @@ pub(crate) fn init() -> Result {
         nokprobe.is_ok()
     });
     let nokprobe = nokprobe?;
+    let sanitizer = sanitizer?;
     for &(name, reason) in crate::arch::BLACKLIST_FUNCS {
         let mut r = Ok(());
         symbols::for_each_match(name, |a| {
@@ -169,12 +209,14 @@ pub(crate) fn init() -> Result {
     let b = KBox::new(v, GFP_KERNEL)?;
     LIST.store(KBox::into_raw(b), Ordering::Release);
     pr_info!(
-        "blacklist: {} ranges: {} sections, {} their callees, {} NOKPROBE_SYMBOL, {} arch\n",
+        "blacklist: {} ranges: {} sections, {} their callees, {} NOKPROBE_SYMBOL, \
+         {} sanitizer runtime, {} arch\n",
         n,
         nsec,
         callees,
         nokprobe,
-        n - sections - nokprobe
+        sanitizer,
+        n - sections - nokprobe - sanitizer
     );
     Ok(())
 }
@@ -207,6 +249,13 @@ pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
         .iter()
         .find(|r| (r.start..r.end).contains(&addr))
         .map(|r| r.reason)
+        .or_else(|| {
+            // A module's own list, read at each check: modules come and go.
+            symbols::in_module_text(addr)
+                .then(|| symbols::bounds(addr))
+                .flatten()
+                .and_then(|b| symbols::module_blacklisted(addr, b.start))
+        })
 }
 
 /// `kp_blacklisted()`: why `addr` cannot be probed (a static NUL-terminated

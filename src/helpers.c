@@ -86,6 +86,43 @@ bool kp_helper_within_this_module(unsigned long addr)
  * exported; the caller passes its address (resolved through kallsyms at load,
  * src/symbols.rs) and we call it with preemption off, as it requires.
  */
+/*
+ * Why a module forbids probes at addr (in the function starting at fstart),
+ * or NULL: its own NOKPROBE_SYMBOL() list (the module's _kprobe_blacklist
+ * section, kept with the module), its .kprobes.text or .noinstr.text, as
+ * the kernel's kprobes read them when a module comes.
+ */
+const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
+					 unsigned long fstart)
+{
+	struct module *(*fn)(unsigned long) = module_text_address_fn;
+	const char *why = NULL;
+	struct module *mod;
+	unsigned long s;
+
+	preempt_disable();
+	mod = fn(addr);
+	if (mod) {
+		s = (unsigned long)mod->noinstr_text_start;
+		if (addr >= s && addr < s + mod->noinstr_text_size)
+			why = "the module's .noinstr.text";
+#ifdef CONFIG_KPROBES
+		{
+			unsigned int i;
+
+			s = (unsigned long)mod->kprobes_text_start;
+			if (addr >= s && addr < s + mod->kprobes_text_size)
+				why = "the module's .kprobes.text";
+			for (i = 0; i < mod->num_kprobe_blacklist; i++)
+				if (mod->kprobe_blacklist[i] == fstart)
+					why = "NOKPROBE_SYMBOL in its module";
+		}
+#endif
+	}
+	preempt_enable();
+	return why;
+}
+
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 {
 	struct module *(*fn)(unsigned long) = module_text_address_fn;

@@ -22,6 +22,8 @@ bool kp_helper_within_this_module(unsigned long addr);
 bool kp_helper_module_get(void);
 void kp_helper_module_put(void);
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr);
+const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
+					 unsigned long fstart);
 
 int kp_helper_register_module_notifier(void);
 void kp_helper_unregister_module_notifier(void);

@@ -298,6 +298,29 @@ pub(crate) fn in_module_text(addr: usize) -> bool {
     f != 0 && unsafe { kp_helper_is_module_text(f, addr) }
 }
 
+extern "C" {
+    fn kp_helper_module_blacklisted(
+        module_text_address_fn: usize,
+        addr: usize,
+        fstart: usize,
+    ) -> *const c_char;
+}
+
+/// Why the loaded module whose text holds `addr` (in the function starting
+/// at `fstart`) forbids probing it: its own `NOKPROBE_SYMBOL()` list, its
+/// `.kprobes.text` or `.noinstr.text`.
+pub(crate) fn module_blacklisted(addr: usize, fstart: usize) -> Option<&'static CStr> {
+    let f = MODULE_TEXT_ADDRESS.load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: `f` is `__module_text_address`, resolved in `init`; the
+    // helper calls it with preemption disabled as it requires.
+    let why = unsafe { kp_helper_module_blacklisted(f, addr, fstart) };
+    // SAFETY: the helper returns NULL or a static NUL-terminated string.
+    (!why.is_null()).then(|| unsafe { CStr::from_char_ptr(why) })
+}
+
 type EachSymbolFn = unsafe extern "C" fn(
     unsafe extern "C" fn(*mut kernel::ffi::c_void, *const c_char, c_ulong) -> kernel::ffi::c_int,
     *mut kernel::ffi::c_void,
@@ -407,6 +430,22 @@ pub(crate) fn extable_landing(addr: usize) -> Option<usize> {
         // `fixup` is relative to its own address (x86_64 and arm64 alike).
         let at = core::ptr::addr_of!((*e).fixup);
         Some((at as usize).wrapping_add(*at as isize as usize))
+    }
+}
+
+/// The kernel's `text_mutex`, held: every writer of kernel text takes it
+/// (`text_poke()` asserts it), which orders the engine's writes with jump
+/// labels, static calls, alternatives and ftrace. Process context.
+pub(crate) struct TextLock {
+    _held: CheckGuard,
+}
+
+impl TextLock {
+    /// Takes `text_mutex` (nothing when it could not be resolved).
+    pub(crate) fn lock() -> Self {
+        TextLock {
+            _held: CheckGuard::lock(CheckLock::Text),
+        }
     }
 }
 

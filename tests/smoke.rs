@@ -158,6 +158,42 @@ fn smoke_blacklist_covers_the_kernels(t: &mut Test) {
     kp_expect_eq!(t, missed, 0);
 }
 
+extern "C" {
+    fn kp_test_nokprobe(value: core::ffi::c_int) -> core::ffi::c_int;
+}
+
+/// A function this module lists with `NOKPROBE_SYMBOL()` (in its own
+/// `_kprobe_blacklist`) is refused, by name and by address, and the query
+/// API says why; a plain one next to it is not.
+fn smoke_module_blacklist(t: &mut Test) {
+    let a = kp_test_nokprobe as *const () as usize;
+    // SAFETY: the query takes any address.
+    let why = unsafe { kp::kp_blacklisted(a) };
+    kp_expect!(t, !why.is_null());
+    if !why.is_null() {
+        // SAFETY: a static NUL-terminated reason.
+        let why = unsafe { kernel::str::CStr::from_char_ptr(why.cast()) };
+        t.info(format_args!(
+            "kp_test_nokprobe: {}",
+            why.to_str().unwrap_or("?")
+        ));
+    }
+    let mut p = KpKprobe::new();
+    p.symbol_name = c"kp_test_nokprobe".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    let mut p = KpKprobe::new();
+    p.addr = a as *mut _;
+    kp_expect_eq!(t, register(&mut p), EINVAL);
+    kp_expect!(t, p.kp_private.is_null());
+    // The function is still fine to call.
+    // SAFETY: a plain C function.
+    kp_expect_eq!(t, unsafe { kp_test_nokprobe(1) }, 3);
+    let mut p = KpKprobe::new();
+    p.symbol_name = c"kp_test_c_target".as_ptr().cast();
+    kp_expect_eq!(t, register(&mut p), 0);
+    crate::util::unregister(&mut p);
+}
+
 kunit_suite!(
     kp_smoke,
     "kp_smoke",
@@ -165,6 +201,7 @@ kunit_suite!(
         smoke_unknown_symbol,
         smoke_bad_requests,
         smoke_abi_size,
-        smoke_blacklist_covers_the_kernels
+        smoke_blacklist_covers_the_kernels,
+        smoke_module_blacklist
     ]
 );

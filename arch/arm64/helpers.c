@@ -12,6 +12,7 @@
  * function so the dispatcher never sees them. Every other BRK passes through
  * untouched.
  */
+#include <linux/cpu.h>
 #include <linux/ftrace.h>
 #include <linux/ptrace.h>
 #include <linux/stddef.h>
@@ -63,6 +64,20 @@ void kp_helper_arm64_brk_hook_exit(void)
 {
 	unregister_ftrace_function(&kp_brk_ops);
 	ftrace_free_filter(&kp_brk_ops);
+}
+
+/* cpus_read_lock() is an inline without CPU hotplug: a function for Rust. */
+void kp_helper_cpus_read_lock(void);
+void kp_helper_cpus_read_unlock(void);
+
+void kp_helper_cpus_read_lock(void)
+{
+	cpus_read_lock();
+}
+
+void kp_helper_cpus_read_unlock(void)
+{
+	cpus_read_unlock();
 }
 
 void kp_helper_isb(void)

@@ -13,6 +13,12 @@
 //! first does, which is equally safe: the callback runs only once every
 //! CPU is in the stopper with interrupts off, and the others spin in this
 //! callback (not in patched text) until the writer is done.
+//!
+//! Locks as the kernel's kprobes take them around `aarch64_insn_patch_text()`:
+//! `cpus_read_lock()`, then `text_mutex` (every writer of kernel text holds
+//! it), then `stop_machine_cpuslocked()` (not exported: resolved through
+//! kallsyms; without it, plain `stop_machine()` and no `text_mutex`, which
+//! would invert the kernel's lock order).
 
 use crate::text;
 use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
@@ -25,6 +31,8 @@ extern "C" {
         data: *mut c_void,
         cpus: *const c_void,
     ) -> c_int;
+    fn kp_helper_cpus_read_lock();
+    fn kp_helper_cpus_read_unlock();
     fn caches_clean_inval_pou(start: usize, end: usize);
     fn kp_helper_isb();
     static __cpu_online_mask: c_void;
@@ -83,14 +91,31 @@ pub(crate) fn write_insns(addr: usize, insns: &[u32]) -> Result {
         insns,
         count: AtomicUsize::new(0),
     };
-    // SAFETY: `patch_cb` matches cpu_stop_fn_t; `job` outlives the call;
-    // the online mask is the kernel's.
-    let r = unsafe {
-        stop_machine(
-            patch_cb,
-            &job as *const Job<'_> as *mut c_void,
-            core::ptr::addr_of!(__cpu_online_mask),
-        )
+    let data = &job as *const Job<'_> as *mut c_void;
+    let cpus = core::ptr::addr_of!(__cpu_online_mask);
+    let r = match crate::symbols::lookup_name(kernel::c_str!("stop_machine_cpuslocked")) {
+        Some(f) => {
+            // SAFETY: `stop_machine_cpuslocked` has `stop_machine`'s C
+            // signature and wants the CPU hotplug lock held, taken here
+            // before `text_mutex` as the kernel does; `patch_cb` matches
+            // cpu_stop_fn_t; `job` outlives the call.
+            unsafe {
+                let f: unsafe extern "C" fn(
+                    unsafe extern "C" fn(*mut c_void) -> c_int,
+                    *mut c_void,
+                    *const c_void,
+                ) -> c_int = core::mem::transmute(f);
+                kp_helper_cpus_read_lock();
+                let r = {
+                    let _text = crate::symbols::TextLock::lock();
+                    f(patch_cb, data, cpus)
+                };
+                kp_helper_cpus_read_unlock();
+                r
+            }
+        }
+        // SAFETY: as above, `stop_machine` taking the hotplug lock itself.
+        None => unsafe { stop_machine(patch_cb, data, cpus) },
     };
     if r != 0 {
         return Err(Error::from_errno(r));

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The C of the KUnit module, for what Rust cannot reach:
+ * - NMIs for the kp_x86_nmi suite (tests/nmi_x86_64.rs): an NMI handler
+ *   that runs a test function, and a self-IPI with NMI delivery that fires
+ *   it on the current CPU, from any context (also from inside a probe
+ *   handler, with interrupts off). register_nmi_handler() and in_nmi() are
+ *   macros, __apic_send_IPI_self() a static call;
+ * - a function with an ftrace call site at its entry (this module's Rust
+ *   code has none);
+ * - a function this module marks NOKPROBE_SYMBOL() (a macro), for the
+ *   module-local blacklist case of kp_smoke.
+ */
+#include <linux/module.h>
+#include <linux/delay.h>
+#include <linux/kprobes.h>
+#include <linux/preempt.h>
+#ifdef CONFIG_X86_64
+#include <asm/nmi.h>
+#include <asm/apic.h>
+#endif
+
+int kp_test_nmi_arm(void (*fn)(void));
+void kp_test_nmi_disarm(void);
+int kp_test_nmi_fire(void);
+bool kp_test_in_nmi(void);
+
+bool kp_test_in_nmi(void)
+{
+	return in_nmi();
+}
+
+int kp_test_c_target(int value);
+int kp_test_nokprobe(int value);
+
+/* Never to be probed: this module says so (its _kprobe_blacklist). */
+noinline int kp_test_nokprobe(int value)
+{
+	barrier_data(&value);
+	return value + 2;
+}
+NOKPROBE_SYMBOL(kp_test_nokprobe);
+
+
+/* A C function, so with an ftrace call site at its entry (the Rust code of
+ * this module has none): entry probes on it take the ftrace path. */
+noinline int kp_test_c_target(int value)
+{
+	barrier_data(&value);
+	return value / 3 + 1;
+}
+
+#ifdef CONFIG_X86_64
+static void (*kp_nmi_fn)(void);
+static atomic_t kp_nmi_wanted;
+static atomic_t kp_nmi_ran;
+
+static int kp_nmi_handler(unsigned int type, struct pt_regs *regs)
+{
+	/* Other NMI sources share the chain: only the one we sent is ours. */
+	if (!atomic_xchg(&kp_nmi_wanted, 0))
+		return NMI_DONE;
+	kp_nmi_fn();
+	atomic_inc(&kp_nmi_ran);
+	return NMI_HANDLED;
+}
+
+/* Registers the handler that will run fn() at each kp_test_nmi_fire().
+ * Process context. */
+int kp_test_nmi_arm(void (*fn)(void))
+{
+	kp_nmi_fn = fn;
+	atomic_set(&kp_nmi_wanted, 0);
+	return register_nmi_handler(NMI_LOCAL, kp_nmi_handler, 0, "kp_kunit");
+}
+
+/* Process context; waits until no CPU runs the handler. */
+void kp_test_nmi_disarm(void)
+{
+	unregister_nmi_handler(NMI_LOCAL, "kp_kunit");
+}
+
+/* Sends an NMI to this CPU and waits up to 100 ms for fn() to have run
+ * there: 0, or -ETIMEDOUT. Any context. */
+int kp_test_nmi_fire(void)
+{
+	int before = atomic_read(&kp_nmi_ran), i;
+
+	atomic_set(&kp_nmi_wanted, 1);
+	__apic_send_IPI_self(NMI_VECTOR);
+	for (i = 0; i < 100000 && atomic_read(&kp_nmi_ran) == before; i++)
+		udelay(1);
+	return atomic_read(&kp_nmi_ran) == before ? -ETIMEDOUT : 0;
+}
+#else
+/* No NMI for modules to send on the arm64 test machine (pseudo-NMIs need
+ * GICv3 priority masking, off in this configuration). */
+int kp_test_nmi_arm(void (*fn)(void))
+{
+	return -EOPNOTSUPP;
+}
+
+void kp_test_nmi_disarm(void)
+{
+}
+
+int kp_test_nmi_fire(void)
+{
+	return -EOPNOTSUPP;
+}
+#endif
