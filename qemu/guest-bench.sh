@@ -29,9 +29,9 @@ vmalloc_pages() {
 	awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^pages=/) { sub(/pages=/, "", $i); n += $i } }
 		END { print n + 0 }' /proc/vmallocinfo
 }
-# mem_bytes REQUEST: live bytes allocated while the module serves REQUEST.
-# (Called in $(...), a subshell: the request goes from a shell of its own
-# that traces itself.)
+# mem_bytes REQUEST: live bytes allocated while the module serves REQUEST,
+# released again afterwards. (Called in $(...), a subshell: the request goes
+# from a shell of its own that traces itself.)
 mem_bytes() {
 	v0=$(vmalloc_pages)
 	for e in $mem_events; do echo 1 >$T/events/$e/enable; done
@@ -41,6 +41,7 @@ mem_bytes() {
 	for e in $mem_events; do echo 0 >$T/events/$e/enable; done
 	echo >$T/set_event_pid
 	v1=$(vmalloc_pages)
+	echo release >/sys/module/kp_bench/parameters/mem
 	awk -v vm=$(((v1 - v0) * 4096)) '{
 		ev = ""
 		for (i = 4; i <= NF; i++) if ($i ~ /^[a-z_]+:$/) { ev = $i; break }
@@ -57,12 +58,9 @@ mem_bytes() {
 # (minus the bases' bytes), plus $struct_ours / $struct_kernel, printed as
 # a KP-BENCH line.
 mem_row() {
-	o=$(mem_bytes "$3"); echo release >/sys/module/kp_bench/parameters/mem
-	k=$(mem_bytes "$4"); echo release >/sys/module/kp_bench/parameters/mem
-	ob=0 kb=0
+	o=$(mem_bytes "$3") k=$(mem_bytes "$4") ob=0 kb=0
 	if [ -n "$5" ]; then
-		ob=$(mem_bytes "$5"); echo release >/sys/module/kp_bench/parameters/mem
-		kb=$(mem_bytes "$6"); echo release >/sys/module/kp_bench/parameters/mem
+		ob=$(mem_bytes "$5") kb=$(mem_bytes "$6")
 	fi
 	echo "KP-BENCH-MEM $1: ours $o - $ob, kernel's $k - $kb bytes for $2"
 	o=$(((o - ob) / $2 + struct_ours)) k=$(((k - kb) / $2 + struct_kernel))

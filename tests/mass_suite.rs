@@ -21,7 +21,7 @@
 
 use crate::kp::{self, KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::kunit::Test;
-use crate::random_suite::{function_at, pick, seed, Rng};
+use crate::random_suite::{pick, read_text, seed, Region, Rng};
 use crate::util::{disable, register, run, Worker};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
@@ -139,22 +139,13 @@ fn work(deadline: usize) {
     }
 }
 
-/// Reads `len` bytes of text at `addr`; None if not all readable.
-fn read_text(addr: usize, len: usize) -> Option<KVVec<u8>> {
-    let mut v = KVVec::with_capacity(len, GFP_KERNEL).ok()?;
-    v.extend_with(len, 0u8, GFP_KERNEL).ok()?;
-    // SAFETY: a nofault read into our buffer of `len` bytes.
-    let r =
-        unsafe { bindings::copy_from_kernel_nofault(v.as_mut_ptr().cast(), addr as *const _, len) };
-    (r == 0).then_some(v)
-}
-
-/// Whether the function `[start, start + size)` calls nothing and jumps
-/// nowhere outside itself (no task can sleep in it).
-fn is_leaf(start: usize, size: usize) -> bool {
-    let Some(text) = read_text(start, size) else {
+/// Whether the function `[start, start + size)`, whose original bytes are
+/// `text`, calls nothing and jumps nowhere outside itself (no task can sleep
+/// in it).
+fn is_leaf(start: usize, size: usize, text: &[u8]) -> bool {
+    if text.len() != size {
         return false;
-    };
+    }
     let inside = |t: u64| t >= start as u64 && t < (start + size) as u64;
     #[cfg(CONFIG_X86_64)]
     {
@@ -206,28 +197,15 @@ fn mass_probes_under_workload(t: &mut Test) {
         seed ^ 0x6d61_7373
     ));
     let mut rng = Rng(seed);
-    // Candidate functions: consecutive symbols from msleep on.
-    let mut funcs = KVec::new();
-    let mut at = function_at(bindings::msleep as *const () as usize).map_or(0, |(s, _)| s);
-    for _ in 0..MAX_FUNCS {
-        let Some((s, size)) = function_at(at) else {
-            break;
-        };
-        if size == 0 || funcs.push((s, size), GFP_KERNEL).is_err() {
-            break;
-        }
-        at = s + size;
-    }
+    // Candidate functions: consecutive symbols from msleep on, and the
+    // whole region's text before any probe, for the final comparison.
+    let Some(region) = Region::walk(MAX_FUNCS) else {
+        kp_expect!(t, false, "cannot walk or read the candidate functions");
+        return;
+    };
+    let funcs = &region.funcs;
     kp_expect!(t, funcs.len() > 1000);
-    let Some(&(region_start, _)) = funcs.first() else {
-        return;
-    };
-    let region_len = at - region_start;
-    // The whole region before any probe, for the final comparison.
-    let Some(before) = read_text(region_start, region_len) else {
-        kp_expect!(t, false, "cannot read the candidate text");
-        return;
-    };
+    let (region_start, region_len) = (region.start, region.text.len());
     t.info(format_args!(
         "{} candidate functions, {} bytes of text",
         funcs.len(),
@@ -248,11 +226,8 @@ fn mass_probes_under_workload(t: &mut Test) {
     let (mut attempts, mut refused) = (0, 0);
     while probes.len() < KPROBES && attempts < 5 * KPROBES {
         attempts += 1;
-        let (s, size) = funcs[(rng.next() % funcs.len() as u64) as usize];
-        // Instruction boundaries from the snapshot: the live text holds
-        // this test's breakpoints by now.
-        let off = s - region_start;
-        let Some(addr) = pick(&mut rng, s, size, before.get(off..off + size)) else {
+        let (s, size) = region.any(&mut rng);
+        let Some(addr) = pick(&mut rng, s, size, region.text_of(s, size)) else {
             continue;
         };
         if used.contains(&addr) {
@@ -291,7 +266,7 @@ fn mass_probes_under_workload(t: &mut Test) {
     // Kretprobes on leaf functions, in random order.
     let mut leaves = KVec::new();
     for &(s, size) in funcs.iter() {
-        if is_leaf(s, size) && leaves.push(s, GFP_KERNEL).is_err() {
+        if is_leaf(s, size, region.text_of(s, size)) && leaves.push(s, GFP_KERNEL).is_err() {
             break;
         }
     }
@@ -428,7 +403,8 @@ fn mass_probes_under_workload(t: &mut Test) {
         kp_expect!(t, false, "cannot read the candidate text again");
         return;
     };
-    let differing = before
+    let differing = region
+        .text
         .iter()
         .zip(after.iter())
         .filter(|(a, b)| a != b)

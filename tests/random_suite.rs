@@ -53,44 +53,26 @@ pub(crate) fn function_at(addr: usize) -> Option<(usize, usize)> {
     Some((addr.checked_sub(s.offset as usize)?, s.size as usize))
 }
 
-/// A random instruction boundary inside `[start, start + size)`; x86_64
-/// decodes from the start, in `text` (the function's bytes as they were
-/// before this test placed probes) when given, else in the live text.
-pub(crate) fn pick(rng: &mut Rng, start: usize, size: usize, text: Option<&[u8]>) -> Option<usize> {
+/// A random instruction boundary inside `[start, start + size)`, whose
+/// bytes as they were before this test placed probes are `text` (x86_64
+/// decodes from the start; the live text holds the test's breakpoints).
+pub(crate) fn pick(rng: &mut Rng, start: usize, size: usize, text: &[u8]) -> Option<usize> {
     #[cfg(CONFIG_X86_64)]
     {
         // Decode from the start with this module's copy of the decoder.
-        let mut at = start;
+        let mut off = 0;
         let mut offs = [0usize; 64];
         let mut n = 0;
-        while at < start + size && n < offs.len() {
+        while off < size.min(text.len()) && n < offs.len() {
             let mut b = [0u8; crate::decode::MAX_INSN_LEN];
-            match text {
-                Some(text) => {
-                    let from = text.get(at - start..).unwrap_or(&[]);
-                    let k = from.len().min(b.len());
-                    b[..k].copy_from_slice(&from[..k]);
-                }
-                None => {
-                    // SAFETY: nofault read of kernel text.
-                    let r = unsafe {
-                        bindings::copy_from_kernel_nofault(
-                            b.as_mut_ptr().cast(),
-                            at as *const _,
-                            b.len(),
-                        )
-                    };
-                    if r != 0 {
-                        break;
-                    }
-                }
-            }
+            let k = (text.len() - off).min(b.len());
+            b[..k].copy_from_slice(&text[off..off + k]);
             let Ok(i) = crate::decode::decode(&b) else {
                 break;
             };
-            offs[n] = at;
+            offs[n] = start + off;
             n += 1;
-            at += i.len as usize;
+            off += i.len as usize;
         }
         (n > 0).then(|| offs[(rng.next() % n as u64) as usize])
     }
@@ -98,6 +80,61 @@ pub(crate) fn pick(rng: &mut Rng, start: usize, size: usize, text: Option<&[u8]>
     {
         let _ = text;
         (size >= 4).then(|| start + (rng.next() % (size as u64 / 4)) as usize * 4)
+    }
+}
+
+/// Reads `len` bytes of text at `addr`; None if not all readable.
+pub(crate) fn read_text(addr: usize, len: usize) -> Option<KVVec<u8>> {
+    let mut v = KVVec::with_capacity(len, GFP_KERNEL).ok()?;
+    v.extend_with(len, 0u8, GFP_KERNEL).ok()?;
+    // SAFETY: a nofault read into our buffer of `len` bytes.
+    let r =
+        unsafe { bindings::copy_from_kernel_nofault(v.as_mut_ptr().cast(), addr as *const _, len) };
+    (r == 0).then_some(v)
+}
+
+/// The candidate functions of the random suites: up to `max` consecutive
+/// symbols from `msleep` on, and their text as it was when walked.
+pub(crate) struct Region {
+    /// `(start, size)` of each function, in address order.
+    pub(crate) funcs: KVec<(usize, usize)>,
+    /// Where the first function starts.
+    pub(crate) start: usize,
+    /// The bytes of `[start, end of the last function)`.
+    pub(crate) text: KVVec<u8>,
+}
+
+impl Region {
+    /// Walks the symbols forward from `msleep` and reads their text
+    /// (before any probe is placed). None if nothing could be read.
+    pub(crate) fn walk(max: usize) -> Option<Self> {
+        let mut funcs = KVec::new();
+        let mut at = function_at(bindings::msleep as *const () as usize)?.0;
+        for _ in 0..max {
+            let Some((s, size)) = function_at(at) else {
+                break;
+            };
+            if size == 0 || funcs.push((s, size), GFP_KERNEL).is_err() {
+                break;
+            }
+            at = s + size;
+        }
+        let start = funcs.first()?.0;
+        let text = read_text(start, at - start)?;
+        Some(Region { funcs, start, text })
+    }
+
+    /// The original bytes of the function `[s, s + size)` of the region.
+    pub(crate) fn text_of(&self, s: usize, size: usize) -> &[u8] {
+        s.checked_sub(self.start)
+            .and_then(|off| self.text.get(off..off.checked_add(size)?))
+            .unwrap_or(&[])
+    }
+
+    /// A random function of the region (never empty: see `walk`).
+    pub(crate) fn any(&self, rng: &mut Rng) -> (usize, usize) {
+        let i = rng.next().checked_rem(self.funcs.len() as u64).unwrap_or(0);
+        self.funcs.get(i as usize).copied().unwrap_or((0, 0))
     }
 }
 
@@ -154,24 +191,12 @@ fn random_kernel_instructions(t: &mut Test) {
         seed, seed
     ));
     let mut rng = Rng(seed);
-    // Functions around msleep: walk forward symbol by symbol.
-    let mut funcs = KVec::new();
-    let mut at = bindings::msleep as *const () as usize;
-    if let Some((s, _)) = function_at(at) {
-        at = s;
-    }
-    for _ in 0..MAX_FUNCS {
-        let Some((s, size)) = function_at(at) else {
-            break;
-        };
-        if size == 0 {
-            break;
-        }
-        if funcs.push((s, size), GFP_KERNEL).is_err() {
-            break;
-        }
-        at = s + size;
-    }
+    // Functions around msleep, walked forward symbol by symbol.
+    let Some(region) = Region::walk(MAX_FUNCS) else {
+        kp_expect!(t, false, "cannot walk or read the candidate functions");
+        return;
+    };
+    let funcs = &region.funcs;
     t.info(format_args!("{} candidate functions", funcs.len()));
     kp_expect!(t, funcs.len() > 1000);
     let mut probes: KVec<KBox<KpKprobe>> = KVec::new();
@@ -180,8 +205,8 @@ fn random_kernel_instructions(t: &mut Test) {
     HITS.store(0, Ordering::SeqCst);
     while probes.len() < WANT && attempts < 20 * WANT && !funcs.is_empty() {
         attempts += 1;
-        let (s, size) = funcs.as_slice()[(rng.next() % funcs.len() as u64) as usize];
-        let Some(addr) = pick(&mut rng, s, size, None) else {
+        let (s, size) = region.any(&mut rng);
+        let Some(addr) = pick(&mut rng, s, size, region.text_of(s, size)) else {
             continue;
         };
         let Ok(mut p) = KBox::new(KpKprobe::new(), GFP_KERNEL) else {

@@ -380,6 +380,7 @@ pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut
 
 /// Arch set-up at engine load.
 pub(crate) fn init() -> Result {
+    patch::init();
     trap::init()
 }
 

@@ -40,6 +40,15 @@ extern "C" {
     static __num_online_cpus: AtomicI32;
 }
 
+/// `stop_machine_cpuslocked()`, resolved at load (0: not found).
+static STOP_MACHINE_CPUSLOCKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves what patching needs. Process context, after `symbols::init()`.
+pub(super) fn init() {
+    let f = crate::symbols::lookup_name(kernel::c_str!("stop_machine_cpuslocked")).unwrap_or(0);
+    STOP_MACHINE_CPUSLOCKED.store(f, Ordering::Release);
+}
+
 struct Job<'a> {
     addr: usize,
     alias: *mut u32,
@@ -93,8 +102,13 @@ pub(crate) fn write_insns(addr: usize, insns: &[u32]) -> Result {
     };
     let data = &job as *const Job<'_> as *mut c_void;
     let cpus = core::ptr::addr_of!(__cpu_online_mask);
-    let r = match crate::symbols::lookup_name(kernel::c_str!("stop_machine_cpuslocked")) {
-        Some(f) => {
+    let r = match STOP_MACHINE_CPUSLOCKED.load(Ordering::Acquire) {
+        0 => {
+            // SAFETY: `patch_cb` matches cpu_stop_fn_t; `job` outlives the
+            // call; `stop_machine` takes the hotplug lock itself.
+            unsafe { stop_machine(patch_cb, data, cpus) }
+        }
+        f => {
             // SAFETY: `stop_machine_cpuslocked` has `stop_machine`'s C
             // signature and wants the CPU hotplug lock held, taken here
             // before `text_mutex` as the kernel does; `patch_cb` matches
@@ -114,8 +128,6 @@ pub(crate) fn write_insns(addr: usize, insns: &[u32]) -> Result {
                 r
             }
         }
-        // SAFETY: as above, `stop_machine` taking the hotplug lock itself.
-        None => unsafe { stop_machine(patch_cb, data, cpus) },
     };
     if r != 0 {
         return Err(Error::from_errno(r));
