@@ -143,6 +143,24 @@ int kp_event_command(const char *line);
  * `id` shows it and perf's PERF_TYPE_TRACEPOINT takes it; -ENOENT. */
 int kp_event_id(const char *group, const char *event);
 
+/* ---- engine state ---- */
+
+struct kp_stats {
+	unsigned long probes;	/* registered kprobes (a kretprobe's entry probe too) */
+	unsigned long points;	/* probed addresses */
+	unsigned long slots;	/* out-of-line slots in use (not those waiting for
+				 * every task to leave them) */
+	unsigned long kretprobe_instances; /* return instances allocated, those
+				 * of unregistered kretprobes with calls in flight too */
+	unsigned long events;	/* defined probe events */
+	unsigned long long step_traps; /* out-of-line copies ended by a second
+				 * trap since the engine loaded */
+};
+
+/* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):
+ * 0, or -EINVAL for a NULL out. */
+int kp_get_stats(struct kp_stats *out);
+
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;
 

@@ -13,6 +13,14 @@ for w in $(cat /proc/cmdline); do
 done
 # For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read().
 cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
+# For kp_alloc_fail: the kernel's fault injection counts GFP_KERNEL slab
+# objects and single pages (it ignores both by default), silently; it stays
+# inert unless a task sets its fail_nth (probability 0).
+for f in failslab fail_page_alloc; do
+	echo N >/sys/kernel/debug/$f/ignore-gfp-wait
+	echo 0 >/sys/kernel/debug/$f/verbose
+done
+echo 0 >/sys/kernel/debug/fail_page_alloc/min-order
 check kunit-insmod insmod $M/kprobes_kunit.ko
 check kunit-rmmod rmmod kprobes_kunit
 if true; then
@@ -36,7 +44,13 @@ if true; then
 	activity
 	check debugfs-reenabled-hits [ "$(hits do_sys_open)" -gt "$before" ]
 	check debugfs-enabled-rejects-junk sh -c "! echo 7 >$KP/enabled"
+	# The example's one probe at one address; with its post handler, each
+	# hit of a stepped copy is a second trap (arm64 steps, x86_64 ends the
+	# copy in a call when the instruction is boostable).
+	check debugfs-stats-probes grep -qx 'probes 1' $KP/stats
+	check debugfs-stats-points grep -qx 'points 1' $KP/stats
 	check example-rmmod rmmod kprobe_example
+	check debugfs-stats-empty sh -c "grep -qx 'probes 0' $KP/stats && grep -qx 'points 0' $KP/stats && grep -qx 'kretprobe_instances 0' $KP/stats"
 	# The ftrace switch: off, a new entry probe takes a breakpoint.
 	echo 0 >$KP/ftrace
 	insmod $M/kprobe_example.ko testfile=/proc/version

@@ -155,3 +155,23 @@ pub struct KpInsn {
     /// Where a direct branch or call goes (with `KP_INSN_BRANCH`).
     pub target: c_ulong,
 }
+
+/// `struct kp_stats`: a snapshot of the engine's state.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct KpStats {
+    /// Registered kprobes (a kretprobe's entry probe too).
+    pub probes: c_ulong,
+    /// Probed addresses.
+    pub points: c_ulong,
+    /// Out-of-line slots in use (not those waiting for every task to leave
+    /// them).
+    pub slots: c_ulong,
+    /// Return instances allocated (those of unregistered kretprobes with
+    /// calls in flight too).
+    pub kretprobe_instances: c_ulong,
+    /// Defined probe events.
+    pub events: c_ulong,
+    /// Out-of-line copies ended by a second trap since the engine loaded.
+    pub step_traps: u64,
+}

@@ -93,6 +93,17 @@ extern "C" {
         group: *const kernel::ffi::c_char,
         event: *const kernel::ffi::c_char,
     ) -> c_int;
+    /// A snapshot of the engine's state.
+    pub fn kp_get_stats(out: *mut KpStats) -> c_int;
+}
+
+/// A snapshot of the engine's state: probes, probed addresses, slots,
+/// return instances, events, second traps taken. Process context.
+pub fn stats() -> KpStats {
+    let mut s = KpStats::default();
+    // SAFETY: `s` is a valid `struct kp_stats`; the call cannot fail with it.
+    unsafe { kp_get_stats(&mut s) };
+    s
 }
 
 /// Runs one `kprobe_events` line (`p:...`, `r:...`, `-:...`), as writing it

@@ -5,6 +5,8 @@
 //!
 //! - `list`: one line per probe, like the kernel's `kprobes/list`, plus hit
 //!   and miss counters: `address  k  symbol+offset [module]  [FLAGS]  hits=N missed=M`;
+//! - `stats`: probes, probed addresses, slots, return instances, events,
+//!   second traps taken (`stats.rs`);
 //! - `enabled`: reads 0/1; write 0 to disarm every probe, 1 to re-arm;
 //! - `blacklist`: the refused ranges with the reason;
 //! - `ftrace`: 1 (default) lets new entry probes use ftrace call sites
@@ -29,6 +31,7 @@ const PROFILE: c_ulong = 5;
 const ERROR_LOG: c_ulong = 6;
 const FTRACE: c_ulong = 7;
 const OPTIMIZE: c_ulong = 8;
+const STATS: c_ulong = 9;
 
 extern "C" {
     fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
@@ -58,12 +61,13 @@ pub(crate) fn init() -> Result {
         pr_warn!("debugfs unavailable ({}); no introspection files\n", r);
         return Ok(());
     }
-    let files: [(&CStr, u16, c_ulong); 7] = [
+    let files: [(&CStr, u16, c_ulong); 8] = [
         // Root only, like the kernel's tracefs control files: what is
         // probed and where is for the administrator.
         (c_str!("ftrace"), 0o600, FTRACE),
         (c_str!("optimize"), 0o600, OPTIMIZE),
         (c_str!("list"), 0o400, LIST),
+        (c_str!("stats"), 0o400, STATS),
         (c_str!("enabled"), 0o600, ENABLED),
         (c_str!("blacklist"), 0o400, BLACKLIST),
         (c_str!("kprobe_profile"), 0o400, PROFILE),
@@ -103,6 +107,7 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
         FTRACE => writeln!(w, "{}", u8::from(crate::ftrace::enabled())),
         OPTIMIZE => writeln!(w, "{}", u8::from(crate::optimize::enabled())),
         BLACKLIST => crate::blacklist::write(&mut w),
+        STATS => crate::stats::write(&mut w),
         EVENTS => crate::events::write_events(&mut w),
         PROFILE => crate::events::write_profile(&mut w),
         ERROR_LOG => crate::events::write_error_log(&mut w),

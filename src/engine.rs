@@ -30,6 +30,7 @@ mod plist;
 mod query;
 mod registry;
 mod slots;
+mod stats;
 mod symbols;
 mod text;
 
@@ -51,6 +52,7 @@ pub use registry::{
     kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,
     kp_unregister_kprobe, kp_unregister_kprobes,
 };
+pub use stats::kp_get_stats;
 
 module! {
     type: KprobesEngine,

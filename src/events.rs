@@ -249,6 +249,11 @@ pub(crate) fn clear_error_log() {
     log.entries = [const { None }; ERROR_LOG_LEN];
 }
 
+/// Defined events.
+pub(crate) fn count() -> usize {
+    Locked::lock().events().len()
+}
+
 /// `kprobe_events` content: one canonical line per event.
 pub(crate) fn write_events(w: &mut impl Write) -> core::fmt::Result {
     let mut g = Locked::lock();
@@ -359,7 +364,8 @@ fn compile_arg(
     a: &FetchArg<'_>,
     index: usize,
     offset: usize,
-) -> core::result::Result<Arg, ErrKind> {
+) -> core::result::Result<Arg, (ErrKind, Error)> {
+    let bad = |k| (k, EINVAL);
     let mut ops = [COp::Imm(0); ep::MAX_OPS];
     for (o, op) in ops.iter_mut().zip(a.program()) {
         *o = match *op {
@@ -367,8 +373,9 @@ fn compile_arg(
                 let mut buf = [0u8; 128];
                 let n = name.len().min(buf.len() - 1);
                 buf[..n].copy_from_slice(&name.as_bytes()[..n]);
-                let c = CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| ErrKind::BadMemAddr)?;
-                let base = crate::symbols::lookup_name(c).ok_or(ErrKind::BadMemAddr)?;
+                let c =
+                    CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| bad(ErrKind::BadMemAddr))?;
+                let base = crate::symbols::lookup_name(c).ok_or(bad(ErrKind::BadMemAddr))?;
                 Op::Addr((base as u64).wrapping_add(offset as u64))
             }
             Op::Reg(r) => Op::Reg(r),
@@ -390,7 +397,7 @@ fn compile_arg(
     };
     let _ = w.write_str("\0");
     if w.1 {
-        return Err(ErrKind::FailRegProbe);
+        return Err((ErrKind::FailRegProbe, ENOMEM));
     }
     Ok(Arg {
         name,
@@ -412,7 +419,7 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
     let mut fixed = 0;
     for (i, a) in d.args().enumerate() {
         let a = a.map_err(|e| (e.kind, EINVAL))?;
-        let arg = compile_arg(&a, i, fixed).map_err(|k| (k, EINVAL))?;
+        let arg = compile_arg(&a, i, fixed)?;
         fixed += arg.size;
         args.push(arg, GFP_KERNEL).map_err(enomem)?;
     }

@@ -35,6 +35,7 @@ EXPORT_SYMBOL_GPL(kp_lookup_symbol);
 EXPORT_SYMBOL_GPL(kp_decode_insn);
 EXPORT_SYMBOL_GPL(kp_event_command);
 EXPORT_SYMBOL_GPL(kp_event_id);
+EXPORT_SYMBOL_GPL(kp_get_stats);
 
 /* Serialises registration, unregistration and text patching. */
 static DEFINE_MUTEX(kp_reg_mutex);
@@ -57,6 +58,19 @@ static DEFINE_PER_CPU(unsigned long[KP_CPU_WORDS], kp_cpu_area);
 void *kp_helper_this_cpu_area(void)
 {
 	return this_cpu_ptr(&kp_cpu_area);
+}
+
+/* The sum over every CPU of word `word` of the per-CPU area. */
+u64 kp_helper_cpu_area_sum(unsigned int word)
+{
+	u64 sum = 0;
+	int cpu;
+
+	if (word >= KP_CPU_WORDS)
+		return 0;
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(per_cpu(kp_cpu_area, cpu)[word]);
+	return sum;
 }
 
 /* The page that backs a text address, for a writable alias. */

@@ -16,6 +16,7 @@ struct pt_regs;
 void kp_helper_reg_lock(void);
 void kp_helper_reg_unlock(void);
 void *kp_helper_this_cpu_area(void);
+u64 kp_helper_cpu_area_sum(unsigned int word);
 void *kp_helper_text_page(unsigned long addr);
 void *kp_helper_vmap_page(void *page);
 bool kp_helper_within_this_module(unsigned long addr);

@@ -377,6 +377,7 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     if !arch::is_step_done(addr, &point.insn) {
         return false;
     }
+    cpu.count_step_trap();
     end_step(cpu, d, f, point, regs);
     true
 }

@@ -76,8 +76,11 @@ impl PoolMem {
     /// `words` zeroed words.
     fn zeroed(words: usize) -> Result<Self> {
         fn fill<A: kernel::alloc::Allocator>(words: usize) -> Result<kernel::alloc::Vec<u64, A>> {
-            let mut v = kernel::alloc::Vec::with_capacity(words, GFP_KERNEL)?;
-            v.extend_with(words, 0u64, GFP_KERNEL)?;
+            // A failure is reported as -ENOMEM to the registering caller;
+            // vmalloc's own warning (with a stack dump) would add nothing.
+            let gfp = GFP_KERNEL | kernel::alloc::flags::__GFP_NOWARN;
+            let mut v = kernel::alloc::Vec::with_capacity(words, gfp)?;
+            v.extend_with(words, 0u64, gfp)?;
             Ok(v)
         }
         Ok(if words * 8 >= VMALLOC_FROM {
@@ -106,6 +109,14 @@ impl Pool {
 /// Which instance each stub slot belongs to (indexed by slot index).
 static STUBS: [AtomicPtr<Instance>; arch::NSLOTS] =
     [const { AtomicPtr::new(null_mut()) }; arch::NSLOTS];
+
+/// Return instances allocated (each has its stub). Registration lock held.
+pub(crate) fn instances(_g: &RegGuard) -> usize {
+    STUBS
+        .iter()
+        .filter(|s| !s.load(Ordering::Relaxed).is_null())
+        .count()
+}
 
 /// Dead pools with returns still in flight (registration lock).
 struct Zombies(*mut Pool);

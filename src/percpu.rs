@@ -40,10 +40,21 @@ pub(crate) const MAX_DEPTH: usize = 4;
 pub(crate) struct CpuState {
     pub(crate) depth: usize,
     pub(crate) frames: [Frame; MAX_DEPTH],
+    /// Out-of-line copies this CPU finished with a second trap.
+    pub(crate) step_traps: usize,
 }
 
 extern "C" {
     fn kp_helper_this_cpu_area() -> *mut usize;
+    fn kp_helper_cpu_area_sum(word: kernel::ffi::c_uint) -> u64;
+}
+
+/// Out-of-line copies finished with a second trap, over every CPU.
+pub(crate) fn step_traps() -> u64 {
+    let word = core::mem::offset_of!(CpuState, step_traps) / 8;
+    // SAFETY: reads the per-CPU area; `word` is within it (`Cpu::this`
+    // checks the size).
+    unsafe { kp_helper_cpu_area_sum(word as _) }
 }
 
 /// Words in the C per-CPU area (`KP_CPU_WORDS` in helpers.c).
@@ -100,6 +111,16 @@ impl Cpu {
         self.set_depth(d + 1);
         self.set_frame(d, f);
         Some(d)
+    }
+
+    /// Counts a copy finished by a second trap.
+    pub(crate) fn count_step_trap(self) {
+        // SAFETY: type invariant. A nested trap between the load and the
+        // store (an NMI) may lose its own count: statistics only.
+        unsafe {
+            let p = core::ptr::addr_of_mut!((*self.0).step_traps);
+            core::ptr::write_volatile(p, core::ptr::read_volatile(p).wrapping_add(1));
+        }
     }
 
     /// Drops the top level.

@@ -237,6 +237,14 @@ fn for_each_probe(_g: &RegGuard, mut f: impl FnMut(&Probe)) {
     }
 }
 
+/// Registered probes and probed addresses.
+pub(crate) fn counts(g: &RegGuard) -> (usize, usize) {
+    let (mut probes, mut points) = (0, 0);
+    for_each_probe(g, |_| probes += 1);
+    for_each_point(g, |_| points += 1);
+    (probes, points)
+}
+
 /// Waits until no CPU can be in a trap handler or an out-of-line copy that
 /// started before this call.
 ///

@@ -32,8 +32,6 @@ fn base() -> usize {
 static DEFERRED: [AtomicU64; NSLOTS / 64] = [const { AtomicU64::new(0) }; NSLOTS / 64];
 
 /// Frees a slot that a preempted task may still be in. Registration lock.
-// Only boosted copies need it; arm64 does not boost yet.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
 pub(crate) fn free_deferred(slot: usize) {
     let i = (slot - base()) / SLOT_SIZE;
     DEFERRED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
@@ -81,6 +79,16 @@ fn alloc_now() -> Option<usize> {
 pub(crate) fn free(slot: usize) {
     let i = (slot - base()) / SLOT_SIZE;
     USED[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+}
+
+/// Slots in use, not counting those waiting for every task to leave them.
+pub(crate) fn in_use() -> usize {
+    USED.iter()
+        .zip(DEFERRED.iter())
+        .map(|(u, d)| {
+            (u.load(Ordering::Relaxed) & !d.load(Ordering::Relaxed)).count_ones() as usize
+        })
+        .sum()
 }
 
 /// The index of the slot at `slot`.

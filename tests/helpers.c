@@ -9,16 +9,42 @@
  * - a function with an ftrace call site at its entry (this module's Rust
  *   code has none);
  * - a function this module marks NOKPROBE_SYMBOL() (a macro), for the
- *   module-local blacklist case of kp_smoke.
+ *   module-local blacklist case of kp_smoke;
+ * - the calling task's fail_nth (fault injection, kp_alloc_fail): the n-th
+ *   allocation from now that consults failslab or fail_page_alloc fails.
  */
 #include <linux/module.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
 #include <linux/preempt.h>
+#include <linux/sched.h>
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
 #include <asm/apic.h>
 #endif
+
+int kp_test_set_fail_nth(unsigned int n);
+unsigned int kp_test_fail_nth(void);
+
+int kp_test_set_fail_nth(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	WRITE_ONCE(current->fail_nth, n);
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/* What is left of fail_nth: non-zero when fewer allocations came. */
+unsigned int kp_test_fail_nth(void)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	return READ_ONCE(current->fail_nth);
+#else
+	return 0;
+#endif
+}
 
 int kp_test_nmi_arm(void (*fn)(void));
 void kp_test_nmi_disarm(void);

@@ -94,9 +94,17 @@ unsafe extern "C" fn count_post(_p: *mut KpKprobe, _r: *mut bindings::pt_regs, _
 }
 
 /// Runs every row, probed without a post handler and, if `also_post`, with
-/// one (x86_64: boosted vs stepped). `runs(name, a)` says how often the
-/// probed instruction runs in one call.
-pub(crate) fn check(t: &Test, table: &[Entry], also_post: bool, runs: fn(&CStr, u64) -> usize) {
+/// one (boosted vs stepped). `runs(name, a)` says how often the probed
+/// instruction runs in one call; `traps(name, with_post)`, if given, how
+/// many second traps (out-of-line copies ended by a breakpoint) each run
+/// costs, checked against the engine's count.
+pub(crate) fn check(
+    t: &Test,
+    table: &[Entry],
+    also_post: bool,
+    runs: fn(&CStr, u64) -> usize,
+    traps: Option<fn(&CStr, bool) -> usize>,
+) {
     for with_post in [false, true] {
         if with_post && !also_post {
             break;
@@ -123,6 +131,7 @@ pub(crate) fn check(t: &Test, table: &[Entry], also_post: bool, runs: fn(&CStr, 
             }
             let at = p.addr as usize;
             let armed_word = text_word(at);
+            let traps_before = crate::kp::stats().step_traps;
             let mut want_hits = 0;
             for (&e, &(a, b)) in expected.iter().zip(ARGS) {
                 // SAFETY: as above.
@@ -141,6 +150,18 @@ pub(crate) fn check(t: &Test, table: &[Entry], also_post: bool, runs: fn(&CStr, 
                 want_hits += runs(name, a);
             }
             kp_expect_eq!(t, HITS.load(Ordering::SeqCst), want_hits, "{:?}", name);
+            if let Some(traps) = traps {
+                // Only this task hits these functions; other probes' steps
+                // elsewhere (none run during KUnit) would show here.
+                kp_expect_eq!(
+                    t,
+                    crate::kp::stats().step_traps - traps_before,
+                    (want_hits * traps(name, with_post)) as u64,
+                    "second traps, {:?} (post: {})",
+                    name,
+                    with_post
+                );
+            }
             kp_expect_eq!(
                 t,
                 POSTS.load(Ordering::SeqCst),

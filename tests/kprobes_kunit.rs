@@ -16,7 +16,8 @@
 //! - `kp_hostile`: bad arguments for every entry point, with their errors.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_mass`: 2,000 kprobes and 200 kretprobes under a 60-second workload.
-//! - `kp_arm64_sim` (arm64): each simulated instruction class, probed.
+//! - `kp_alloc_fail`: each allocation of each registration path failing.
+//! - `kp_arm64_sim` (arm64): each simulated and boosted instruction class.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 //! - `kp_x86_opt` (x86_64): jump-optimized probes.
 //! - `kp_x86_nmi` (x86_64): probe hits in NMI context.
@@ -38,6 +39,7 @@ mod decode;
 
 #[macro_use]
 mod insn_table;
+mod alloc_fail_suite;
 mod api_suite;
 mod core_suite;
 mod events_suite;

@@ -107,9 +107,37 @@ core::arch::global_asm!(
     "KP_FN kp_sim_ret",
     "mov x0, #7",
     "ret",
-    // Stepped out of line: an ordinary data-processing instruction.
+    // Out of line (boosted without a post handler, stepped with one):
+    // data processing, flags set and read, stack pushes and pops with
+    // write-back, loads and stores, a division (by zero too), a NOP.
     "KP_FN kp_sim_step_add",
     "add x0, x0, x1, lsl #1",
+    "ret",
+    "KP_FN kp_step_stack",
+    "stp x29, x30, [sp, #-32]!",
+    "mov x29, sp",
+    "str x0, [sp, #16]",
+    "ldr x2, [sp, #16]",
+    "eor x0, x2, x1, ror #7",
+    "ldp x29, x30, [sp], #32",
+    "ret",
+    "KP_FN kp_step_flags",
+    "cmp x0, x1",
+    "cset x0, lt",
+    "ret",
+    "KP_FN kp_step_adds",
+    "adds x2, x0, x1",
+    "cset x0, cs",
+    "ret",
+    "KP_FN kp_step_madd",
+    "madd x0, x0, x1, x1",
+    "ret",
+    "KP_FN kp_step_udiv",
+    "udiv x0, x0, x1",
+    "ret",
+    "KP_FN kp_step_nop",
+    "nop",
+    "sub x0, x0, x1",
     "ret",
     ".popsection",
 );
@@ -124,11 +152,54 @@ insn_table!(
     kp_sim_cbz_x @ 0, kp_sim_cbnz_x @ 0, kp_sim_cbz_w @ 0, kp_sim_tbz_3 @ 0, kp_sim_tbnz_63 @ 0,
     kp_sim_ldr_x @ 0, kp_sim_ldr_w @ 0, kp_sim_ldrsw @ 0,
     kp_sim_br @ 4, kp_sim_blr @ 8, kp_sim_ret @ 4,
-    kp_sim_step_add @ 0,
 );
 
-fn arm64_simulated_classes(t: &mut Test) {
-    crate::insn_table::check(t, FUNCS, true, |_, _| 1);
+extern "C" {
+    fn kp_sim_step_add(a: u64, b: u64) -> u64;
+    fn kp_step_stack(a: u64, b: u64) -> u64;
+    fn kp_step_flags(a: u64, b: u64) -> u64;
+    fn kp_step_adds(a: u64, b: u64) -> u64;
+    fn kp_step_madd(a: u64, b: u64) -> u64;
+    fn kp_step_udiv(a: u64, b: u64) -> u64;
+    fn kp_step_nop(a: u64, b: u64) -> u64;
 }
 
-kunit_suite!(kp_arm64_sim, "kp_arm64_sim", [arm64_simulated_classes]);
+/// Instructions that run out of line (every instruction of `kp_step_stack`).
+const STEPPED: &[crate::insn_table::Entry] = &[
+    (c"kp_sim_step_add", kp_sim_step_add, 0),
+    (c"kp_step_stack", kp_step_stack, 0),
+    (c"kp_step_stack", kp_step_stack, 4),
+    (c"kp_step_stack", kp_step_stack, 8),
+    (c"kp_step_stack", kp_step_stack, 12),
+    (c"kp_step_stack", kp_step_stack, 16),
+    (c"kp_step_stack", kp_step_stack, 20),
+    (c"kp_step_flags", kp_step_flags, 0),
+    (c"kp_step_flags", kp_step_flags, 4),
+    (c"kp_step_adds", kp_step_adds, 0),
+    (c"kp_step_madd", kp_step_madd, 0),
+    (c"kp_step_udiv", kp_step_udiv, 0),
+    (c"kp_step_nop", kp_step_nop, 0),
+];
+
+/// Each simulated class: no second trap, with or without a post handler.
+fn arm64_simulated_classes(t: &mut Test) {
+    crate::insn_table::check(t, FUNCS, true, |_, _| 1, Some(|_, _| 0));
+}
+
+/// Instructions run out of line: boosted (the copy branches back, no second
+/// trap) without a post handler, stepped (one second trap per hit) with one.
+fn arm64_boosted_and_stepped(t: &mut Test) {
+    crate::insn_table::check(
+        t,
+        STEPPED,
+        true,
+        |_, _| 1,
+        Some(|_, post| usize::from(post)),
+    );
+}
+
+kunit_suite!(
+    kp_arm64_sim,
+    "kp_arm64_sim",
+    [arm64_simulated_classes, arm64_boosted_and_stepped]
+);

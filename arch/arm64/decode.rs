@@ -71,6 +71,16 @@ pub const fn brk(imm16: u16) -> u32 {
     BRK_OPCODE | ((imm16 as u32) << 5)
 }
 
+/// Encodes `B to` placed at `from`, if `to` is within its reach (±128 MiB)
+/// and both addresses are 4-byte aligned.
+pub const fn b(from: u64, to: u64) -> Option<u32> {
+    let off = to.wrapping_sub(from) as i64;
+    if (from | to) & 3 != 0 || off < -(1 << 27) || off >= (1 << 27) {
+        return None;
+    }
+    Some(0x1400_0000 | ((off >> 2) as u32 & 0x03ff_ffff))
+}
+
 /// If `insn` is a `BRK`, returns its 16-bit immediate.
 pub const fn is_brk(insn: u32) -> Option<u16> {
     if insn & 0xFFE0_001F == BRK_OPCODE {

@@ -100,21 +100,19 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
 /// Writes the stub for its slot at `stub`: `b kp_arm64_kret_trampoline`.
 pub(crate) fn write_kret_stub(stub: usize, _index: usize) -> Result {
     let tramp = kp_arm64_kret_trampoline as *const () as usize;
-    let off = tramp as i64 - stub as i64;
-    if !(-(1 << 27)..(1 << 27)).contains(&off) {
-        return Err(ERANGE);
-    }
-    let b = 0x1400_0000 | ((off >> 2) as u32 & 0x03ff_ffff);
-    patch::write_insns(stub, &[b, decode::brk(KP_BRK_SS_IMM)])
+    let b = decode::b(stub as u64, tramp as u64).ok_or(ERANGE)?;
+    patch::write_idle(stub, &[b, decode::brk(KP_BRK_SS_IMM)])
 }
 
-/// Stubs are written under `stop_machine()`: nothing more to do.
-pub(crate) fn kret_stubs_written() {}
+/// Every CPU synchronises before the new stubs are used.
+pub(crate) fn kret_stubs_written() {
+    patch::sync_all();
+}
 
 /// Refills a stub before its slot is reused.
 pub(crate) fn clear_kret_stub(stub: usize) {
     let brk = decode::brk(KP_BRK_SS_IMM);
-    let _ = patch::write_insns(stub, &[brk, brk]);
+    let _ = patch::write_idle(stub, &[brk, brk]);
 }
 
 /// The return address at a function's entry: x30.

@@ -7,14 +7,17 @@
 //! through an ftrace_ops on `do_el1_brk64` ([`trap`], `helpers.c`). At a hit
 //! the core runs the handlers; then the instruction is either simulated in
 //! place ([`simulate`]: everything PC-relative, branches, literal loads) or
-//! executed from an out-of-line slot followed by `BRK #KP_BRK_SS_IMM`, whose
-//! trap finishes the step (pc after the original, DAIF restored), as the
-//! kernel's arm64 kprobes do. Classification is [`decode::classify`], checked
+//! executed from an out-of-line slot. A slot holds two copies: one followed
+//! by `BRK #KP_BRK_SS_IMM`, whose trap finishes the step (pc after the
+//! original, DAIF restored), as the kernel's arm64 kprobes do; and, for
+//! points without post handlers, a boosted one followed by a `B` back to the
+//! next original instruction, which runs with the interrupted context's
+//! DAIF and costs no second trap (the kernel's arm64 kprobes do not boost). Classification is [`decode::classify`], checked
 //! on the host against an arm64 disassembler and the kernel's own rules.
 //! Text is patched under `stop_machine()` with cache maintenance ([`patch`]).
 //!
-//! Not yet here: boosting (a branch back instead of the second BRK) and
-//! fault handling inside the copy.
+//! Not here: fault handling inside the copy (no hook reaches a module before
+//! `die()`).
 
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
@@ -103,8 +106,11 @@ pub(crate) const KP_BRK_IMM: u16 = 0x0a0;
 /// The BRK immediate that ends an out-of-line copy.
 pub(crate) const KP_BRK_SS_IMM: u16 = 0x0a1;
 
-/// Bytes per slot: the copied instruction and the BRK after it.
-pub(crate) const SLOT_SIZE: usize = 8;
+/// Bytes per slot: the stepped copy and the BRK after it, then the boosted
+/// copy and the branch back (see [`slot_words`]).
+pub(crate) const SLOT_SIZE: usize = 16;
+/// Where the boosted copy starts in a slot.
+const BOOST_OFF: usize = 8;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 4096;
 
@@ -130,6 +136,18 @@ pub(crate) struct ArchInsn {
     class: Class,
     /// The out-of-line slot, 0 when simulated.
     slot: usize,
+    /// The slot's boosted copy ends in a branch back (the next original
+    /// instruction is within reach of a `B` from the slot).
+    boost: bool,
+}
+
+/// A slot's contents for `orig`, probed at `addr`, in slot `slot`: the
+/// stepped copy, `BRK #KP_BRK_SS_IMM`, the boosted copy and `B addr + 4`
+/// (a BRK that nobody claims when out of reach: never entered then).
+fn slot_words(orig: u32, addr: usize, slot: usize) -> ([u32; 4], bool) {
+    let ss = decode::brk(KP_BRK_SS_IMM);
+    let back = decode::b((slot + BOOST_OFF + 4) as u64, (addr + 4) as u64);
+    ([orig, ss, orig, back.unwrap_or(ss)], back.is_some())
 }
 
 /// `mov x9, x30`: the first patchable-entry instruction ftrace owns.
@@ -150,6 +168,7 @@ pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
         orig: read_insn(addr).unwrap_or(NOP),
         class: Class::Steppable,
         slot: 0,
+        boost: false,
     }
 }
 
@@ -243,14 +262,19 @@ pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchI
         orig,
         class,
         slot: 0,
+        boost: false,
     };
     if !class.is_simulated() {
         let slot = slots::alloc().ok_or(ENOSPC)?;
-        if let Err(e) = patch::write_insns(slot, &[orig, decode::brk(KP_BRK_SS_IMM)]) {
+        let (words, boost) = slot_words(orig, addr, slot);
+        // Published by `arm`, whose stop_machine() makes every CPU
+        // synchronise before the BRK can send one here.
+        if let Err(e) = patch::write_idle(slot, &words) {
             slots::free(slot);
             return Err(e);
         }
         insn.slot = slot;
+        insn.boost = boost;
     }
     Ok(insn)
 }
@@ -258,9 +282,14 @@ pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchI
 /// Gives back the resources of a prepared instruction.
 pub(crate) fn release(insn: ArchInsn) {
     if insn.slot != 0 {
-        let brk = decode::brk(KP_BRK_SS_IMM);
-        let _ = patch::write_insns(insn.slot, &[brk, brk]);
-        slots::free(insn.slot);
+        if insn.boost {
+            // A task may be preempted inside the boosted copy: the slot is
+            // refilled and reused only after every task left it.
+            slots::free_deferred(insn.slot);
+        } else {
+            clear_slot(insn.slot);
+            slots::free(insn.slot);
+        }
     }
 }
 
@@ -305,7 +334,7 @@ pub(crate) fn setup_step(
 /// arm64 kernel has no hook that would report such a fault to a module
 /// before `die()`, so nothing calls this yet (see `hit::on_fault`).
 pub(crate) fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && pc == insn.slot
+    insn.slot != 0 && (pc == insn.slot || pc == insn.slot + BOOST_OFF)
 }
 
 /// Gives up a step that faulted: restores what [`setup_step`] saved (the
@@ -440,16 +469,25 @@ pub(crate) const BLACKLIST_SECTIONS: &[(
     ),
 ];
 
-/// Boosting is not implemented on arm64: every copy ends in a BRK.
-pub(crate) fn boostable(_insn: &ArchInsn) -> bool {
-    false
+/// Whether the copy may run boosted: every instruction that runs out of
+/// line at all (the PC-relative ones are simulated, exclusives, system
+/// register writes and exception generators refused), once a `B` from the
+/// slot reaches the next original instruction.
+pub(crate) fn boostable(insn: &ArchInsn) -> bool {
+    insn.boost
 }
 
-/// Never called (nothing is boostable).
-pub(crate) fn setup_boost(_addr: usize, _insn: &ArchInsn, _regs: &mut bindings::pt_regs) {}
+/// Resumes in the boosted copy with DAIF as the trap found it: the copy
+/// runs as the original would have, interrupts and preemption included
+/// (so the slot is reused only after every task left it, see
+/// `src/slots.rs`), and branches back.
+pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) {
+    regs::set_ip(regs, insn.slot + BOOST_OFF);
+}
 
-/// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
+/// Refills a slot with BRKs nobody claims (a stale branch into it stops
+/// loudly).
 pub(crate) fn clear_slot(slot: usize) {
     let brk = decode::brk(KP_BRK_SS_IMM);
-    let _ = patch::write_insns(slot, &[brk, brk]);
+    let _ = patch::write_idle(slot, &[brk; SLOT_SIZE / 4]);
 }

@@ -35,6 +35,7 @@ extern "C" {
     fn kp_helper_cpus_read_unlock();
     fn caches_clean_inval_pou(start: usize, end: usize);
     fn kp_helper_isb();
+    fn kick_all_cpus_sync();
     static __cpu_online_mask: c_void;
     /// `atomic_t __num_online_cpus`.
     static __num_online_cpus: AtomicI32;
@@ -85,6 +86,37 @@ unsafe extern "C" fn patch_cb(data: *mut c_void) -> c_int {
     // SAFETY: a context synchronisation barrier on this CPU.
     unsafe { kp_helper_isb() };
     0
+}
+
+/// Writes `insns` at `addr` (4-byte aligned, within one page) that no CPU
+/// executes (a slot or stub not yet published, or one every task has
+/// left), as the kernel's `aarch64_insn_patch_text_nosync()`: through the
+/// alias, then cleaning and invalidating to the point of unification. Before
+/// anything branches there, the publisher makes every CPU synchronise its
+/// context (the `stop_machine()` of arming, or [`sync_all`]). Process
+/// context; registration lock held.
+pub(crate) fn write_idle(addr: usize, insns: &[u32]) -> Result {
+    if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
+        return Err(EINVAL);
+    }
+    let alias = text::Alias::new(addr)?;
+    let p: *mut u32 = alias.ptr().cast();
+    let _text = crate::symbols::TextLock::lock();
+    for (i, &w) in insns.iter().enumerate() {
+        // SAFETY: `alias` maps the page of `addr` writable and covers
+        // `insns.len()` words (checked above).
+        unsafe { core::ptr::write_volatile(p.add(i), w) };
+    }
+    // SAFETY: cache maintenance by VA on mapped kernel text.
+    unsafe { caches_clean_inval_pou(addr, addr + insns.len() * 4) };
+    Ok(())
+}
+
+/// Makes every CPU execute a context synchronisation event (an IPI and
+/// back), after [`write_idle`] and before publishing what it wrote.
+pub(crate) fn sync_all() {
+    // SAFETY: process context.
+    unsafe { kick_all_cpus_sync() };
 }
 
 /// Writes `insns` at `addr` (4-byte aligned, within one page) while no

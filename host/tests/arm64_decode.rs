@@ -26,7 +26,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use kprobes_logic::arm64_decode::{
-    brk, classify, in_exclusive_sequence, is_brk, is_load_exclusive, is_store_exclusive, Class,
+    b, brk, classify, in_exclusive_sequence, is_brk, is_load_exclusive, is_store_exclusive, Class,
     LitKind, Reason, BRK_OPCODE, MAX_ATOMIC_CONTEXT,
 };
 use yaxpeax_arch::{Decoder, U8Reader};
@@ -468,6 +468,37 @@ fn brk_helpers() {
     assert_eq!(is_brk(0xd440_0000), None); // hlt #0
     assert_eq!(is_brk(0xd420_0001), None); // not a BRK (LL != 0)
     assert_eq!(is_brk(0xd503_201f), None); // nop
+}
+
+/// The `B` encoder the boosted copies end with: every reachable distance
+/// round-trips through our classifier and through yaxpeax-arm; one step
+/// past the range, or a misaligned address, gives none.
+#[test]
+fn b_encoder() {
+    let from = 0xffff_8000_8010_0000u64;
+    let mut offsets: Vec<i64> = vec![0, 4, -4, (1 << 27) - 4, -(1 << 27)];
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for _ in 0..100_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        offsets.push(((x as i64) >> 36) & !3);
+    }
+    for off in offsets {
+        let to = from.wrapping_add(off as u64);
+        let insn = b(from, to).unwrap_or_else(|| panic!("no B for {off}"));
+        assert_eq!(classify(insn), B { offset: off });
+        assert_eq!(classify(insn).target(from), Some(to));
+        let bytes = insn.to_le_bytes();
+        let mut r = U8Reader::new(&bytes[..]);
+        let d = InstDecoder::default().decode(&mut r).unwrap();
+        assert_eq!(d.opcode, Opcode::B, "{insn:#010x}");
+        assert_eq!(d.operands[0], Operand::PCOffset(off), "{insn:#010x}");
+    }
+    assert_eq!(b(from, from + (1 << 27)), None);
+    assert_eq!(b(from, from - (1 << 27) - 4), None);
+    assert_eq!(b(from, from + 2), None);
+    assert_eq!(b(from + 2, from + 8), None);
 }
 
 #[test]
