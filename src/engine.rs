@@ -122,6 +122,7 @@ impl kernel::Module for KprobesEngine {
             return Err(Error::from_errno(r));
         }
         events::init();
+        kretprobe::init();
         debugfs::init()?;
         pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)
@@ -140,6 +141,7 @@ impl Drop for KprobesEngine {
             // Cannot happen: every outstanding return holds a module reference.
             pr_err!("kretprobe returns still outstanding at unload\n");
         }
+        kretprobe::exit();
         // SAFETY: registered in init.
         unsafe { kp_helper_unregister_module_notifier() };
         arch::exit();

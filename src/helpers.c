@@ -17,6 +17,8 @@
 #include <linux/notifier.h>
 #include <linux/capability.h>
 #include <linux/workqueue.h>
+#include <linux/tracepoint.h>
+#include <linux/sched/task_stack.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -58,6 +60,50 @@ static DEFINE_PER_CPU(unsigned long[KP_CPU_WORDS], kp_cpu_area);
 void *kp_helper_this_cpu_area(void)
 {
 	return this_cpu_ptr(&kp_cpu_area);
+}
+
+/*
+ * Task exit (kretprobes): the sched_process_exit tracepoint, found by name
+ * (the tracepoint itself is not exported to modules), runs in do_exit() on
+ * the exiting task; returns hijacked in its callers never come back.
+ */
+static struct tracepoint *kp_tp_exit;
+
+static void kp_find_exit_tp(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "sched_process_exit"))
+		kp_tp_exit = tp;
+}
+
+static void kp_on_task_exit(void *data, struct task_struct *p)
+{
+	kp_kret_task_exit();
+}
+
+int kp_helper_exit_hook_register(void)
+{
+	for_each_kernel_tracepoint(kp_find_exit_tp, NULL);
+	if (!kp_tp_exit)
+		return -ENOENT;
+	return tracepoint_probe_register(kp_tp_exit, kp_on_task_exit, NULL);
+}
+
+void kp_helper_exit_hook_unregister(void)
+{
+	if (!kp_tp_exit)
+		return;
+	tracepoint_probe_unregister(kp_tp_exit, kp_on_task_exit, NULL);
+	tracepoint_synchronize_unregister();
+	kp_tp_exit = NULL;
+}
+
+/* Whether addr lies on the current task's stack, above (older than) the
+ * caller's frame. */
+bool kp_helper_task_stack_above_sp(unsigned long addr)
+{
+	unsigned long base = (unsigned long)task_stack_page(current);
+
+	return addr > current_stack_pointer && addr < base + THREAD_SIZE;
 }
 
 /* The sum over every CPU of word `word` of the per-CPU area. */

@@ -22,6 +22,15 @@
 //! last of them came back (checked on later registrations and at unload).
 //! Each hijacked return holds a reference on the engine module, so the
 //! engine cannot be unloaded while one is outstanding.
+//!
+//! Task exit: a task that exits inside a probed function (it calls
+//! `do_exit()`, directly or through `kthread_exit()`, `do_group_exit()`,
+//! ...) never returns through the hijacked frames of its callers. On the
+//! `sched_process_exit` tracepoint, which runs in `do_exit()` on the exiting
+//! task, [`kp_kret_task_exit`] recycles every instance whose frame lies on
+//! that task's stack above the tracepoint's (the callers of `do_exit()`), as
+//! the kernel's `rethook_flush_task()` does: no handler runs for them, the
+//! instance goes back to its pool and the module reference is dropped.
 
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
@@ -29,7 +38,7 @@ use crate::percpu::{stage, Cpu, Frame};
 use crate::registry::{self, RegGuard};
 use crate::slots;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
@@ -39,11 +48,18 @@ use kernel::prelude::*;
 #[repr(C)]
 struct Instance {
     pool: *const Pool,
-    in_use: AtomicBool,
+    /// [`FREE`], [`CLAIMED`] (an entry is filling it in) or [`HIJACKED`]
+    /// (a return is outstanding; `header` is complete).
+    state: AtomicU8,
     stub: usize,
     header: KpKretprobeInstance,
     // `data_size` bytes follow.
 }
+
+/// An instance's states.
+const FREE: u8 = 0;
+const CLAIMED: u8 = 1;
+const HIJACKED: u8 = 2;
 
 /// One kretprobe's instances.
 struct Pool {
@@ -118,6 +134,10 @@ pub(crate) fn instances(_g: &RegGuard) -> usize {
         .count()
 }
 
+/// Pools allocated (live or dead): task exits look for instances only
+/// while there are some.
+static POOLS: AtomicUsize = AtomicUsize::new(0);
+
 /// Dead pools with returns still in flight (registration lock).
 struct Zombies(*mut Pool);
 // SAFETY: only used under the registration lock.
@@ -127,6 +147,9 @@ static mut ZOMBIES: Zombies = Zombies(null_mut());
 extern "C" {
     fn kp_helper_module_get() -> bool;
     fn kp_helper_module_put();
+    fn kp_helper_exit_hook_register() -> c_int;
+    fn kp_helper_exit_hook_unregister();
+    fn kp_helper_task_stack_above_sp(addr: usize) -> bool;
     static nr_cpu_ids: kernel::ffi::c_uint;
 }
 
@@ -148,15 +171,87 @@ fn free_pool(_g: &RegGuard, pool: *mut Pool) {
     // SAFETY: the caller owns the pool: dead and with nothing in flight, or
     // never published.
     let p = unsafe { KBox::from_raw(pool) };
+    let mut published = false;
     for i in 0..p.n {
         // SAFETY: in range.
         let inst = unsafe { &*p.instance(i) };
         if inst.stub != 0 {
             STUBS[slots::index_of(inst.stub)].store(null_mut(), Ordering::Release);
+            published = true;
+        }
+    }
+    if published {
+        // A task exit may be looking at the instances (`kp_kret_task_exit`,
+        // preemption off).
+        // SAFETY: process context.
+        unsafe { bindings::synchronize_rcu_expedited() };
+    }
+    for i in 0..p.n {
+        // SAFETY: in range.
+        let inst = unsafe { &*p.instance(i) };
+        if inst.stub != 0 {
             arch::clear_kret_stub(inst.stub);
             slots::free(inst.stub);
         }
     }
+    POOLS.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The `sched_process_exit` tracepoint: the current task is in `do_exit()`
+/// and its callers' frames will never return. Recycles the instances
+/// hijacked in them (see the module docs). Preemption is off.
+#[no_mangle]
+pub(crate) extern "C" fn kp_kret_task_exit() {
+    if POOLS.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    for s in STUBS.iter() {
+        let inst = s.load(Ordering::Acquire);
+        if inst.is_null() {
+            continue;
+        }
+        // SAFETY: a published instance stays allocated until a grace
+        // period after it is unpublished (`free_pool`); preemption is off.
+        let inst = unsafe { &*inst };
+        // Acquire: `header` as the entry completed it (a claimed instance
+        // may still hold a previous call's frame).
+        if inst.state.load(Ordering::Acquire) != HIJACKED {
+            continue;
+        }
+        // Only this task's frames lie on its stack; interrupts and NMIs
+        // run on their own stacks, and an instance an interrupt is taking
+        // right now is below this frame, not above it.
+        // SAFETY: a range check against the current task's stack.
+        if !unsafe { kp_helper_task_stack_above_sp(inst.header.fp) } {
+            continue;
+        }
+        // SAFETY: an instance in flight keeps its pool.
+        let pool = unsafe { &*inst.pool };
+        // Only this task could return through it, and it never will.
+        inst.state.store(FREE, Ordering::Release);
+        pool.inflight.fetch_sub(1, Ordering::AcqRel);
+        // SAFETY: balances the reference taken at the entry.
+        unsafe { kp_helper_module_put() };
+    }
+}
+
+/// Hooks task exit. Process context, at engine load.
+pub(crate) fn init() {
+    // SAFETY: plain call; the probe is a static function.
+    let r = unsafe { kp_helper_exit_hook_register() };
+    if r != 0 {
+        pr_warn!(
+            "no sched_process_exit tracepoint ({}): kretprobe instances of tasks that \
+             exit inside a probed function are not recovered\n",
+            r
+        );
+    }
+}
+
+/// Unhooks task exit (waits for running callbacks). At engine unload.
+pub(crate) fn exit() {
+    // SAFETY: plain call.
+    unsafe { kp_helper_exit_hook_unregister() };
 }
 
 /// Frees dead pools whose returns all came back. Registration lock held.
@@ -200,6 +295,7 @@ fn alloc_pool(rp: *mut KpKretprobe, n: usize, data_size: usize) -> Result<*mut P
         },
         GFP_KERNEL,
     )?);
+    POOLS.fetch_add(1, Ordering::Relaxed);
     Ok(pool)
 }
 
@@ -370,8 +466,8 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     let pool = unsafe { &*pool };
     let Some(inst) = (0..pool.n).map(|i| pool.instance(i)).find(|&inst| {
         // SAFETY: in range.
-        unsafe { &(*inst).in_use }
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        unsafe { &(*inst).state }
+            .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }) else {
         // SAFETY: `nmissed` is a naturally aligned int of a live kretprobe.
@@ -384,7 +480,7 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     inst.header.rp = rp;
     inst.header.fp = arch::regs::sp(regs);
     inst.header.ret_addr = arch::kret_return_address(regs);
-    let release = |inst: &Instance| inst.in_use.store(false, Ordering::Release);
+    let release = |inst: &Instance| inst.state.store(FREE, Ordering::Release);
     // SAFETY: `rp` is live.
     if let Some(eh) = unsafe { (*rp).entry_handler } {
         // SAFETY: the handler contract.
@@ -400,6 +496,7 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     }
     pool.inflight.fetch_add(1, Ordering::AcqRel);
     arch::kret_hijack(regs, inst.stub);
+    inst.state.store(HIJACKED, Ordering::Release);
     0
 }
 
@@ -446,7 +543,7 @@ pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
                 .fetch_add(1, Ordering::Relaxed);
         }
     }
-    inst.in_use.store(false, Ordering::Release);
+    inst.state.store(FREE, Ordering::Release);
     pool.inflight.fetch_sub(1, Ordering::AcqRel);
     // SAFETY: balances the reference taken at the entry.
     unsafe { kp_helper_module_put() };

@@ -11,17 +11,56 @@
  * - a function this module marks NOKPROBE_SYMBOL() (a macro), for the
  *   module-local blacklist case of kp_smoke;
  * - the calling task's fail_nth (fault injection, kp_alloc_fail): the n-th
- *   allocation from now that consults failslab or fail_page_alloc fails.
+ *   allocation from now that consults failslab or fail_page_alloc fails;
+ * - a kthread that exits (kthread_exit(), a macro-free but __noreturn path
+ *   Rust cannot express as a plain call here) from inside a function the
+ *   kp_kret suite probes, waited for until it is dead.
  */
 #include <linux/module.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
+#include <linux/kthread.h>
+#include <linux/sched/task.h>
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
 #include <asm/apic.h>
 #endif
+
+int kp_test_exits(int code);
+int kp_test_run_exiting_thread(void);
+
+/* Returns code, or with a non-zero code ends the calling kthread. */
+noinline int kp_test_exits(int code)
+{
+	barrier_data(&code);
+	if (code)
+		kthread_exit(code);
+	return code;
+}
+
+static int kp_exiting_thread(void *arg)
+{
+	kp_test_exits(1);
+	return 0;
+}
+
+/* Runs kp_test_exits(1) on a new kthread and waits until that thread has
+ * gone through do_exit(). */
+int kp_test_run_exiting_thread(void)
+{
+	struct task_struct *t = kthread_create(kp_exiting_thread, NULL, "kp_exiter");
+
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	get_task_struct(t);
+	wake_up_process(t);
+	while (!READ_ONCE(t->exit_state))
+		msleep(1);
+	put_task_struct(t);
+	return 0;
+}
 
 int kp_test_set_fail_nth(unsigned int n);
 unsigned int kp_test_fail_nth(void);

@@ -556,6 +556,48 @@ fn kret_stack_traces(t: &mut Test) {
     kp_expect_eq!(t, GATED_RESULT.load(Ordering::SeqCst), 2);
 }
 
+extern "C" {
+    fn kp_test_exits(code: c_int) -> c_int;
+    fn kp_test_run_exiting_thread() -> c_int;
+}
+
+/// A task exits (kthread_exit()) inside the probed function: its return
+/// never comes, and the engine must take the instance back when the task
+/// dies (maxactive 1: the next call from this task is tracked, not
+/// missed), run no handler for it, and free everything at unregister.
+fn kret_task_exits_inside(t: &mut Test) {
+    reset();
+    let base = kp::stats();
+    let mut rp = kret_on(c"kp_test_exits");
+    rp.entry_handler = Some(count_entry);
+    rp.handler = Some(count_ret);
+    rp.maxactive = 1;
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    // SAFETY: a C helper of this module.
+    kp_expect_eq!(t, unsafe { kp_test_run_exiting_thread() }, 0);
+    kp_expect_eq!(t, ENTRY_CALLS.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(
+        t,
+        HANDLER_CALLS.load(Ordering::SeqCst),
+        0,
+        "a handler for a call that never returned"
+    );
+    // SAFETY: a C function; 0 returns normally.
+    kp_expect_eq!(t, unsafe { kp_test_exits(0) }, 0);
+    kp_expect_eq!(t, ENTRY_CALLS.load(Ordering::SeqCst), 2);
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(
+        t,
+        rp.nmissed,
+        0,
+        "the exited task's instance was not taken back"
+    );
+    kret_unregister(&mut rp);
+    let now = kp::stats();
+    kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
+    kp_expect_eq!(t, now.probes, base.probes);
+}
+
 kunit_suite!(
     kp_kret,
     "kp_kret",
@@ -570,5 +612,6 @@ kunit_suite!(
         kret_refusals,
         kret_with_kprobe_on_same_function,
         kret_stack_traces,
+        kret_task_exits_inside,
     ]
 );
