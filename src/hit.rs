@@ -313,11 +313,10 @@ fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) 
 }
 
 /// The out-of-line copy of the instruction at `addr` ended in a call rather
-/// than a breakpoint (x86_64, `arch/x86_64/post.rs`): finish the step as
+/// than a breakpoint (`arch/*/post.rs`): finish the step as
 /// [`on_step_done`] does, with `regs` the state after the copy (interrupts
 /// still off since the breakpoint). Returns where execution goes on unless
 /// a post handler moved `regs.ip` from there.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
 pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
     // SAFETY: interrupts are off.
     let cpu = unsafe { Cpu::this() };

@@ -28,7 +28,8 @@ pub(crate) mod stage {
 pub(crate) struct Frame {
     pub(crate) point: *const Point,
     pub(crate) stage: usize,
-    /// Arch state saved across the step (x86_64: the interrupt flag).
+    /// Arch state saved across the step (x86_64: the interrupt flag; arm64:
+    /// PSTATE as the breakpoint found it).
     pub(crate) saved: usize,
 }
 

@@ -241,10 +241,12 @@ fn kprobe_paths(t: &mut Test) {
     );
 }
 
-/// A second kprobe joining one already at the address.
+/// A second kprobe joining one already at the address (which has a post
+/// handler: on x86_64 it is never jump-optimized, which would take a slot
+/// while the test counts them).
 fn kprobe_join(t: &mut Test) {
     let mut first = KpKprobe::new();
-    kp_expect_eq!(t, kprobe_attempt(&mut first, false), 0);
+    kp_expect_eq!(t, kprobe_attempt(&mut first, true), 0);
     let mut p = KpKprobe::new();
     run(
         t,

@@ -197,6 +197,7 @@ fn mass_probes_under_workload(t: &mut Test) {
         seed ^ 0x6d61_7373
     ));
     let mut rng = Rng(seed);
+    let base = kp::stats();
     // Candidate functions: consecutive symbols from msleep on, and the
     // whole region's text before any probe, for the final comparison.
     let Some(region) = Region::walk(MAX_FUNCS) else {
@@ -414,6 +415,26 @@ fn mass_probes_under_workload(t: &mut Test) {
         region_len, differing
     ));
     kp_expect_eq!(t, differing, 0);
+
+    // The engine holds what it held before (slots waiting for every task
+    // to leave them aside).
+    let now = kp::stats();
+    t.info(format_args!(
+        "engine after unregistration: {} probes, {} points, {} slots, {} kretprobe \
+         instances (before: {}, {}, {}, {})",
+        now.probes,
+        now.points,
+        now.slots,
+        now.kretprobe_instances,
+        base.probes,
+        base.points,
+        base.slots,
+        base.kretprobe_instances
+    ));
+    kp_expect_eq!(t, now.probes, base.probes);
+    kp_expect_eq!(t, now.points, base.points);
+    kp_expect_eq!(t, now.slots, base.slots);
+    kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
 }
 
 kunit_suite!(kp_mass, "kp_mass", [mass_probes_under_workload]);

@@ -7,12 +7,15 @@
 //! through an ftrace_ops on `do_el1_brk64` ([`trap`], `helpers.c`). At a hit
 //! the core runs the handlers; then the instruction is either simulated in
 //! place ([`simulate`]: everything PC-relative, branches, literal loads) or
-//! executed from an out-of-line slot. A slot holds two copies: one followed
-//! by `BRK #KP_BRK_SS_IMM`, whose trap finishes the step (pc after the
-//! original, DAIF restored), as the kernel's arm64 kprobes do; and, for
-//! points without post handlers, a boosted one followed by a `B` back to the
-//! next original instruction, which runs with the interrupted context's
-//! DAIF and costs no second trap (the kernel's arm64 kprobes do not boost). Classification is [`decode::classify`], checked
+//! executed from an out-of-line slot. A slot holds two copies: a stepped
+//! one, run with all of DAIF masked as the kernel's arm64 kprobes step,
+//! followed by a branch to a `pt_regs` trampoline that finishes the step
+//! (post handlers, pc after the original, PSTATE restored) and returns with
+//! `eret` ([`post`]; the kernel takes a second BRK there); and, for points
+//! without post handlers, a boosted one followed by a `B` back to the next
+//! original instruction, which runs with the interrupted context's DAIF
+//! (the kernel's arm64 kprobes do not boost). Either way one exception per
+//! hit. Classification is [`decode::classify`], checked
 //! on the host against an arm64 disassembler and the kernel's own rules.
 //! Text is patched under `stop_machine()` with cache maintenance ([`patch`]).
 //!
@@ -24,6 +27,7 @@
 pub(crate) mod decode;
 mod kretprobe;
 mod patch;
+mod post;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod regs;
 mod simulate;
@@ -106,11 +110,12 @@ pub(crate) const KP_BRK_IMM: u16 = 0x0a0;
 /// The BRK immediate that ends an out-of-line copy.
 pub(crate) const KP_BRK_SS_IMM: u16 = 0x0a1;
 
-/// Bytes per slot: the stepped copy and the BRK after it, then the boosted
-/// copy and the branch back (see [`slot_words`]).
-pub(crate) const SLOT_SIZE: usize = 16;
+/// Bytes per slot: the stepped copy and its way to the post trampoline,
+/// the boosted copy and the branch back, the probed address (see
+/// [`slot_words`]).
+pub(crate) const SLOT_SIZE: usize = 32;
 /// Where the boosted copy starts in a slot.
-const BOOST_OFF: usize = 8;
+const BOOST_OFF: usize = 16;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 4096;
 
@@ -142,12 +147,26 @@ pub(crate) struct ArchInsn {
 }
 
 /// A slot's contents for `orig`, probed at `addr`, in slot `slot`: the
-/// stepped copy, `BRK #KP_BRK_SS_IMM`, the boosted copy and `B addr + 4`
-/// (a BRK that nobody claims when out of reach: never entered then).
-fn slot_words(orig: u32, addr: usize, slot: usize) -> ([u32; 4], bool) {
+/// stepped copy and its way to the post trampoline (`post.rs`), the boosted
+/// copy and `B addr + 4` (a BRK that nobody claims when out of reach: never
+/// entered then), the probed address. `None` when the trampoline is out of
+/// reach (the slots and the trampoline are in the engine's own text: not
+/// possible).
+fn slot_words(orig: u32, addr: usize, slot: usize) -> Option<([u32; SLOT_SIZE / 4], bool)> {
     let ss = decode::brk(KP_BRK_SS_IMM);
+    let to_post = decode::b((slot + 12) as u64, post::common() as u64)?;
     let back = decode::b((slot + BOOST_OFF + 4) as u64, (addr + 4) as u64);
-    ([orig, ss, orig, back.unwrap_or(ss)], back.is_some())
+    let words = [
+        orig,
+        post::STP_X0_X1_PRE,
+        post::LDR_X0_LIT16,
+        to_post,
+        orig,
+        back.unwrap_or(ss),
+        addr as u32,
+        (addr as u64 >> 32) as u32,
+    ];
+    Some((words, back.is_some()))
 }
 
 /// `mov x9, x30`: the first patchable-entry instruction ftrace owns.
@@ -266,7 +285,11 @@ pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchI
     };
     if !class.is_simulated() {
         let slot = slots::alloc().ok_or(ENOSPC)?;
-        let (words, boost) = slot_words(orig, addr, slot);
+        let Some((words, boost)) = slot_words(orig, addr, slot) else {
+            slots::free(slot);
+            pr_err!("arm64: the post trampoline is out of a branch's reach\n");
+            return Err(ERANGE);
+        };
         // Published by `arm`, whose stop_machine() makes every CPU
         // synchronise before the BRK can send one here.
         if let Err(e) = patch::write_idle(slot, &words) {
@@ -316,8 +339,14 @@ pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_reg
     true
 }
 
-/// Sends the CPU to the out-of-line copy with all of DAIF masked, as the
-/// kernel's arm64 kprobes do (no interrupt may run between the two BRKs).
+/// PSTATE.{N,Z,C,V}.
+const NZCV_MASK: usize = 0xf << 28;
+/// PSTATE.BTYPE.
+const BTYPE_MASK: usize = 0x3 << 10;
+
+/// Sends the CPU to the stepped copy with all of DAIF masked, as the
+/// kernel's arm64 kprobes do (nothing may run between the copy and the end
+/// of the step); `saved` keeps the whole PSTATE the BRK found.
 pub(crate) fn setup_step(
     _addr: usize,
     insn: &ArchInsn,
@@ -325,7 +354,7 @@ pub(crate) fn setup_step(
     saved: &mut usize,
 ) {
     let pstate = regs::flags(regs);
-    *saved = pstate & DAIF_MASK;
+    *saved = pstate;
     regs::set_flags(regs, pstate | DAIF_MASK);
     regs::set_ip(regs, insn.slot);
 }
@@ -341,23 +370,26 @@ pub(crate) fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
 /// caller sets the program counter).
 pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
     let pstate = regs::flags(regs);
-    regs::set_flags(regs, (pstate & !DAIF_MASK) | saved);
+    regs::set_flags(regs, (pstate & !DAIF_MASK) | (saved & DAIF_MASK));
 }
 
-/// Whether a BRK at `trap_addr` is the one that ends `insn`'s copy.
-pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && trap_addr == insn.slot + 4
+/// Whether a BRK at `trap_addr` ends `insn`'s copy: never, stepped copies
+/// end in the post trampoline ([`post`]).
+pub(crate) fn is_step_done(_trap_addr: usize, _insn: &ArchInsn) -> bool {
+    false
 }
 
-/// Resumes after the original instruction.
+/// Resumes after the original instruction with the PSTATE the BRK found
+/// (DAIF, PAN, ...; no BTYPE: the next instruction is reached in sequence)
+/// and the flags the copy left.
 pub(crate) fn finish_step(
     addr: usize,
     _insn: &ArchInsn,
     regs: &mut bindings::pt_regs,
     saved: usize,
 ) {
-    let pstate = regs::flags(regs);
-    regs::set_flags(regs, (pstate & !DAIF_MASK) | saved);
+    let flags = regs::flags(regs) & NZCV_MASK;
+    regs::set_flags(regs, (saved & !(NZCV_MASK | BTYPE_MASK)) | flags);
     regs::set_ip(regs, addr + 4);
 }
 

@@ -43,6 +43,11 @@ pub fn sp(r: &pt_regs) -> usize {
     user(r).sp as usize
 }
 
+/// Sets the stack pointer.
+pub fn set_sp(r: &mut pt_regs, v: usize) {
+    user_mut(r).sp = v as u64;
+}
+
 /// PSTATE.
 pub fn flags(r: &pt_regs) -> usize {
     user(r).pstate as usize
