@@ -22,6 +22,32 @@
 //! Not here: fault handling inside the copy (no hook reaches a module before
 //! `die()`).
 
+/// Assembly text that stores (`"stp", "str"`) or loads (`"ldp", "ldr"`)
+/// x2..x30 in the `struct pt_regs` at sp, for the trampolines of
+/// `kretprobe.rs` and `post.rs`.
+#[rustfmt::skip]
+macro_rules! regs_x2_x30 {
+    ($pair:literal, $one:literal) => {
+        concat!(
+            $pair, " x2, x3, [sp, #16]\n",
+            $pair, " x4, x5, [sp, #32]\n",
+            $pair, " x6, x7, [sp, #48]\n",
+            $pair, " x8, x9, [sp, #64]\n",
+            $pair, " x10, x11, [sp, #80]\n",
+            $pair, " x12, x13, [sp, #96]\n",
+            $pair, " x14, x15, [sp, #112]\n",
+            $pair, " x16, x17, [sp, #128]\n",
+            $pair, " x18, x19, [sp, #144]\n",
+            $pair, " x20, x21, [sp, #160]\n",
+            $pair, " x22, x23, [sp, #176]\n",
+            $pair, " x24, x25, [sp, #192]\n",
+            $pair, " x26, x27, [sp, #208]\n",
+            $pair, " x28, x29, [sp, #224]\n",
+            $one, " x30, [sp, #240]\n",
+        )
+    };
+}
+
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
