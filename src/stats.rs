@@ -11,15 +11,16 @@ use kernel::prelude::*;
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
-    let (probes, points, instances) = {
+    let (probes, points, slots, instances) = {
         let g = crate::registry::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
-        (probes, points, crate::kretprobe::instances(&g))
+        let slots = crate::slots::in_use();
+        (probes, points, slots, crate::kretprobe::instances(&g))
     };
     KpStats {
         probes: probes as _,
         points: points as _,
-        slots: crate::slots::in_use() as _,
+        slots: slots as _,
         kretprobe_instances: instances as _,
         events: crate::events::count() as _,
         step_traps: crate::percpu::step_traps(),
