@@ -12,7 +12,7 @@ log="$here/out/$arch/demo-console.log"
 # Show the job's output without the boot messages.
 sed -n '/KP-GUEST: /,$p' "$log" | grep -v '^\[ *[0-9.]*\] \(reboot\|ACPI\|input\)'
 if [ $rc != 0 ] || ! grep -q "KP-GUEST: job finished, status 0" "$log" ||
-	grep -qE 'Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK' "$log"; then
+	grep -qE 'Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:' "$log"; then
 	echo "demo FAILED (console log: $log)"
 	exit 1
 fi

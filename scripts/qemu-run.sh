@@ -44,8 +44,9 @@ x86_64)
 	cmd=(qemu-system-x86_64 -cpu max -kernel "$kdir/arch/x86/boot/bzImage"
 	     -append "console=ttyS0 $cmdline" "${common[@]}") ;;
 arm64)
-	cmd=(qemu-system-aarch64 -M virt -cpu cortex-a57 -kernel "$kdir/arch/arm64/boot/Image"
-	     -append "console=ttyAMA0 $cmdline" "${common[@]}") ;;
+	# GICv3 for pseudo-NMIs (the PMU's overflow interrupt is one: kp_nmi).
+	cmd=(qemu-system-aarch64 -M virt,gic-version=3 -cpu cortex-a57 -kernel "$kdir/arch/arm64/boot/Image"
+	     -append "console=ttyAMA0 irqchip.gicv3_pseudo_nmi=1 $cmdline" "${common[@]}") ;;
 esac
 echo "[qemu] $arch $job: console log in $log" >&2
 rc=0

@@ -78,8 +78,8 @@ fi
 # --- guest tests -------------------------------------------------------------
 for a in "${built[@]}"; do
 	case $a in
-	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_alloc_fail,kp_x86_emu,kp_x86_opt,kp_x86_nmi ;;
-	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_alloc_fail,kp_arm64_sim ;;
+	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_alloc_fail,kp_x86_emu,kp_x86_opt,kp_nmi ;;
+	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_random,kp_mass,kp_alloc_fail,kp_nmi,kp_arm64_sim ;;
 	esac
 	note "$a: booting QEMU"
 	# kp_mass holds a 60-second workload; the debug kernel runs several
@@ -95,6 +95,8 @@ for a in "${built[@]}"; do
 	# "BUG: sleeping function called from invalid context", lockdep's
 	# "WARNING: possible circular locking dependency", "WARNING: suspicious
 	# RCU usage", DEBUG_LIST's "list_add corruption" with a BUG/WARNING.)
+	# (arm64 prints "Internal error:" and "Call trace:" where x86_64 prints
+	# "Oops" and "Call Trace".)
 	# One exception: inside kp_alloc_fail, which makes allocations fail on
 	# purpose, the kernel's own report of a failed allocation (warn_alloc:
 	# "vmalloc error: ..." or "page allocation failure: ...", then a stack
@@ -104,8 +106,8 @@ for a in "${built[@]}"; do
 		/# Subtest: kp_alloc_fail/ { inaf = 1 }
 		inaf && /ok [0-9]+ kp_alloc_fail/ { inaf = 0 }
 		inaf && /vmalloc error: |page allocation failure: / { excused = NR }
-		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Call Trace|soft lockup|hung task/ {
-			if (inaf && /Call Trace/ && excused && NR - excused <= 4) next
+		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:|Call [Tt]race|soft lockup|hung task/ {
+			if (inaf && /Call [Tt]race/ && excused && NR - excused <= 4) next
 			print NR ": " $0; found = 1
 		}
 		END { exit !found }' "$log"; then

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The C of the KUnit module, for what Rust cannot reach:
- * - NMIs for the kp_x86_nmi suite (tests/nmi_x86_64.rs): an NMI handler
- *   that runs a test function, and a self-IPI with NMI delivery that fires
- *   it on the current CPU, from any context (also from inside a probe
- *   handler, with interrupts off). register_nmi_handler() and in_nmi() are
- *   macros, __apic_send_IPI_self() a static call;
+ * - NMIs for the kp_nmi suite (tests/nmi_suite.rs) that run a test
+ *   function on the current CPU: x86_64, an NMI handler and a self-IPI with
+ *   NMI delivery, from any context (also from inside a probe handler, with
+ *   interrupts off; register_nmi_handler() and in_nmi() are macros,
+ *   __apic_send_IPI_self() a static call); arm64, the PMU's overflow
+ *   interrupt as a GICv3 pseudo-NMI;
  * - a function with an ftrace call site at its entry (this module's Rust
  *   code has none);
  * - a function this module marks NOKPROBE_SYMBOL() (a macro), for the
  *   module-local blacklist case of kp_smoke;
  * - the calling task's fail_nth (fault injection, kp_alloc_fail): the n-th
  *   allocation from now that consults failslab or fail_page_alloc fails;
- * - a kthread that exits (kthread_exit(), a macro-free but __noreturn path
- *   Rust cannot express as a plain call here) from inside a function the
- *   kp_kret suite probes, waited for until it is dead.
+ * - a kthread that leaves through kthread_exit() from inside a function the
+ *   kp_kret suite probes, waited for until it is dead (get_task_struct()
+ *   is an inline).
  */
 #include <linux/module.h>
 #include <linux/delay.h>
@@ -26,6 +27,8 @@
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
 #include <asm/apic.h>
+#else
+#include <linux/perf_event.h>
 #endif
 
 int kp_test_exits(int code);
@@ -158,19 +161,79 @@ int kp_test_nmi_fire(void)
 	return atomic_read(&kp_nmi_ran) == before ? -ETIMEDOUT : 0;
 }
 #else
-/* No NMI for modules to send on the arm64 test machine (pseudo-NMIs need
- * GICv3 priority masking, off in this configuration). */
-int kp_test_nmi_arm(void (*fn)(void))
+/*
+ * arm64: no NMI a module can send directly. With GICv3 pseudo-NMIs
+ * (CONFIG_ARM64_PSEUDO_NMI, irqchip.gicv3_pseudo_nmi=1) the PMU's overflow
+ * interrupt is one: a cycle counter on each CPU with a short period
+ * overflows all the time, and its handler runs fn() when this CPU asked.
+ */
+static void (*kp_nmi_fn)(void);
+/* The CPU that asked, plus one; 0: none. */
+static atomic_t kp_nmi_wanted;
+static atomic_t kp_nmi_ran;
+static struct perf_event *kp_nmi_events[NR_CPUS];
+
+static void kp_nmi_overflow(struct perf_event *event,
+			    struct perf_sample_data *data,
+			    struct pt_regs *regs)
 {
-	return -EOPNOTSUPP;
+	int me = smp_processor_id() + 1;
+
+	if (!in_nmi() || atomic_cmpxchg(&kp_nmi_wanted, me, 0) != me)
+		return;
+	kp_nmi_fn();
+	atomic_inc(&kp_nmi_ran);
 }
 
 void kp_test_nmi_disarm(void)
 {
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		if (kp_nmi_events[cpu]) {
+			perf_event_release_kernel(kp_nmi_events[cpu]);
+			kp_nmi_events[cpu] = NULL;
+		}
+	}
 }
 
+/* Process context: -EOPNOTSUPP when the PMU interrupt is not an NMI. */
+int kp_test_nmi_arm(void (*fn)(void))
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_HARDWARE,
+		.config = PERF_COUNT_HW_CPU_CYCLES,
+		.size = sizeof(attr),
+		.sample_period = 20000,
+		.pinned = 1,
+	};
+	int cpu;
+
+	kp_nmi_fn = fn;
+	atomic_set(&kp_nmi_wanted, 0);
+	for_each_online_cpu(cpu) {
+		struct perf_event *ev = perf_event_create_kernel_counter(
+			&attr, cpu, NULL, kp_nmi_overflow, NULL);
+
+		if (IS_ERR(ev)) {
+			kp_test_nmi_disarm();
+			return PTR_ERR(ev);
+		}
+		kp_nmi_events[cpu] = ev;
+	}
+	return 0;
+}
+
+/* Asks for fn() in an NMI on this CPU and waits up to 100 ms for it:
+ * 0, or -ETIMEDOUT (also when the overflow interrupt is not an NMI). */
 int kp_test_nmi_fire(void)
 {
-	return -EOPNOTSUPP;
+	int before = atomic_read(&kp_nmi_ran), i;
+
+	atomic_set(&kp_nmi_wanted, raw_smp_processor_id() + 1);
+	for (i = 0; i < 100000 && atomic_read(&kp_nmi_ran) == before; i++)
+		udelay(1);
+	atomic_set(&kp_nmi_wanted, 0);
+	return atomic_read(&kp_nmi_ran) == before ? -ETIMEDOUT : 0;
 }
 #endif

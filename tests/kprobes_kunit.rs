@@ -20,7 +20,7 @@
 //! - `kp_arm64_sim` (arm64): each simulated and boosted instruction class.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 //! - `kp_x86_opt` (x86_64): jump-optimized probes.
-//! - `kp_x86_nmi` (x86_64): probe hits in NMI context.
+//! - `kp_nmi`: probe hits in NMI context.
 
 #[macro_use]
 mod kunit;
@@ -48,8 +48,7 @@ mod hostile_suite;
 mod kernel_suite;
 mod kret_suite;
 mod mass_suite;
-#[cfg(CONFIG_X86_64)]
-mod nmi_x86_64;
+mod nmi_suite;
 #[cfg(CONFIG_X86_64)]
 mod opt_x86_64;
 mod probe_suite;

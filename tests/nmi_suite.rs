@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `kp_x86_nmi`: probe hits in NMI context (x86_64; the suite sends NMIs to
-//! its own CPU through the local APIC, `tests/helpers.c`).
+//! `kp_nmi`: probe hits in NMI context. The NMIs come from `tests/helpers.c`:
+//! x86_64, self-NMIs through the local APIC; arm64, the PMU's overflow
+//! interrupt, a GICv3 pseudo-NMI (`CONFIG_ARM64_PSEUDO_NMI`, QEMU
+//! `gic-version=3`, `irqchip.gicv3_pseudo_nmi=1`).
 //!
-//! A probe hit from an NMI runs its handlers there, on the breakpoint path
-//! (pre handler, out-of-line step, post handler) and on the ftrace path at
-//! the entry of a C function (`kp_test_c_target`; the Rust code of this
-//! module has no ftrace sites). A hit from an NMI that arrives while this CPU runs
-//! another probe's handler runs no handler and counts in `nmissed`, and the
-//! probed instruction still runs: the function returns the right value. No
-//! recursion, no deadlock, no splat (the log scan and, on the debug
-//! kernel, lockdep watch).
-//!
-//! arm64 has no NMI a module can send on the test machine (pseudo-NMIs need
-//! GICv3 priority masking, which its configuration does not have).
+//! A probe hit from an NMI runs its handlers there: mid-function (pre
+//! handler, out-of-line step, post handler; arm64: the step ends in the
+//! post trampoline and `eret`, from the NMI) and at the entry of a C function
+//! (`kp_test_c_target`; x86_64: the ftrace path, arm64: a BRK). On x86_64 a
+//! hit from an NMI that arrives while this CPU runs another probe's handler
+//! runs no handler and counts in `nmissed`, and the probed instruction still
+//! runs: the function returns the right value. (On arm64 that cannot
+//! happen: handlers run in the BRK exception with all of DAIF masked, and a
+//! pseudo-NMI is taken only with PSTATE.I clear; the kernel's arm64 kprobes
+//! are in the same position.) No recursion, no deadlock, no splat (the log
+//! scan and, on the debug kernel, lockdep watch).
 
 use crate::kp::KpKprobe;
 use crate::kunit::Test;
-use crate::targets::{addr_of, kp_kunit_target, kp_kunit_target2};
+#[cfg(CONFIG_X86_64)]
+use crate::targets::kp_kunit_target;
+use crate::targets::{addr_of, kp_kunit_target2};
 use crate::util::{insn_len_at, register, unregister};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use kernel::bindings;
@@ -89,11 +93,12 @@ unsafe extern "C" fn count_post(_p: *mut KpKprobe, _r: *mut bindings::pt_regs, _
     }
 }
 
-/// Sends an NMI to this CPU from the outer probe's handler.
+/// Sends an NMI to this CPU from the outer probe's handler (x86_64).
 ///
 /// # Safety
 ///
 /// Called by the engine.
+#[cfg(CONFIG_X86_64)]
 unsafe extern "C" fn outer_pre(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
     // SAFETY: the NMI handler is registered while this probe is.
     OUTER_FIRE.store(unsafe { kp_test_nmi_fire() }, Ordering::SeqCst);
@@ -169,10 +174,12 @@ fn nmi_breakpoint_hits(t: &mut Test) {
     hits_in_nmi(t, false, mid_offset(), false);
 }
 
-fn nmi_ftrace_entry_hits(t: &mut Test) {
-    hits_in_nmi(t, true, 0, true);
+/// The entry of a C function: ftrace on x86_64, a BRK on arm64.
+fn nmi_entry_hits(t: &mut Test) {
+    hits_in_nmi(t, true, 0, cfg!(CONFIG_X86_64));
 }
 
+#[cfg(CONFIG_X86_64)]
 fn nmi_while_handling(t: &mut Test) {
     reset();
     C_TARGET.store(false, Ordering::SeqCst);
@@ -207,12 +214,12 @@ fn nmi_while_handling(t: &mut Test) {
     kp_expect_eq!(t, inner.nmissed, 1);
 }
 
+#[cfg(CONFIG_X86_64)]
 kunit_suite!(
-    kp_x86_nmi,
-    "kp_x86_nmi",
-    [
-        nmi_breakpoint_hits,
-        nmi_ftrace_entry_hits,
-        nmi_while_handling
-    ]
+    kp_nmi,
+    "kp_nmi",
+    [nmi_breakpoint_hits, nmi_entry_hits, nmi_while_handling]
 );
+
+#[cfg(CONFIG_ARM64)]
+kunit_suite!(kp_nmi, "kp_nmi", [nmi_breakpoint_hits, nmi_entry_hits]);
