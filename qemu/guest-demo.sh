@@ -16,6 +16,12 @@ insmod $M/kretprobe_example.ko
 activity
 echo "--- the engine's probe list (/sys/kernel/debug/kp/list):"
 cat $KP/list
+echo "--- what the engine holds (/sys/kernel/debug/kp/stats):"
+cat $KP/stats
+echo "--- armed globally (/sys/kernel/debug/kp/enabled):"
+cat $KP/enabled
+echo "--- the first refused ranges (/sys/kernel/debug/kp/blacklist, $(wc -l <$KP/blacklist) lines):"
+head -n 5 $KP/blacklist
 echo "--- the kernel's own kprobes list (must be empty):"
 cat /sys/kernel/debug/kprobes/list
 check demo-kernel-kprobes-unused kernel_kprobes_unused
