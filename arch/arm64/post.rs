@@ -79,6 +79,9 @@ pub(super) const STP_X0_X1_PRE: u32 = 0xa9bf_07e0;
 /// `ldr x0, pc + 16` (the address literal at slot + 24, from slot + 8).
 pub(super) const LDR_X0_LIT16: u32 = 0x5800_0080;
 
+/// PSTATE.M = EL1h with D, A, I, F set.
+const EL1H_DAIF_MASKED: usize = 0x3c5;
+
 /// Set once a post handler's move of the stack pointer was ignored.
 static SP_REFUSED: AtomicBool = AtomicBool::new(false);
 
@@ -95,6 +98,13 @@ pub(crate) unsafe extern "C" fn kp_arm64_post_hit(regs: *mut bindings::pt_regs, 
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
     let sp = super::regs::sp(regs);
+    // The frame has only the registers and NZCV: the core's end of the
+    // step sets pc and the whole PSTATE. Should it find no step in
+    // progress (it reports that), resume after the instruction at EL1h
+    // with interrupts still masked rather than with whatever the stack held.
+    super::regs::set_ip(regs, addr + 4);
+    let flags = super::regs::flags(regs);
+    super::regs::set_flags(regs, flags | EL1H_DAIF_MASKED);
     crate::hit::on_step_jump(addr, regs);
     if super::regs::sp(regs) != sp {
         // The frame lies just below the stack pointer: returning with
