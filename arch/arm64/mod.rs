@@ -72,8 +72,9 @@ pub(crate) use kretprobe::{
 /// an address is refused when a site lies within the next 12 bytes.
 pub(crate) const FTRACE_GUARD: usize = 12;
 
-/// Jump optimization: none on arm64 (a branch-based detour cannot reach
-/// the handlers with a full register set without a trap; see README).
+/// Jump optimization: none on arm64 yet (a branch-based detour is
+/// possible for boostable sites within a `B`'s reach; see README, Known
+/// limits).
 pub(crate) const OPT_SUPPORTED: bool = false;
 /// The most bytes a jump covers (none).
 pub(crate) const OPT_MAX_SPAN: usize = 1;
