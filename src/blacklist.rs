@@ -25,8 +25,7 @@
 //!   no `_kbl_addr_` symbol;
 //! - the sanitizers' runtime ([`SANITIZER_PREFIXES`]): instrumented code,
 //!   the engine's trap path included, calls it on every checked access;
-//! - the engine module itself (checked dynamically, it has no fixed range).
-//!
+//! - the engine module itself (checked dynamically, it has no fixed range);
 //! - a loaded module's own `NOKPROBE_SYMBOL()` list (its `_kprobe_blacklist`
 //!   section stays with the module), `.kprobes.text` and `.noinstr.text`,
 //!   read from its `struct module` at each check.

@@ -142,15 +142,11 @@ bool kp_helper_within_this_module(unsigned long addr)
 }
 
 /*
- * Whether addr is in a loaded module's text. __module_text_address() is not
- * exported; the caller passes its address (resolved through kallsyms at load,
- * src/symbols.rs) and we call it with preemption off, as it requires.
- */
-/*
  * Why a module forbids probes at addr (in the function starting at fstart),
  * or NULL: its own NOKPROBE_SYMBOL() list (the module's _kprobe_blacklist
  * section, kept with the module), its .kprobes.text or .noinstr.text, as
- * the kernel's kprobes read them when a module comes.
+ * the kernel's kprobes read them when a module comes. Called like
+ * kp_helper_is_module_text() below.
  */
 const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
 					 unsigned long fstart)
@@ -183,6 +179,11 @@ const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned 
 	return why;
 }
 
+/*
+ * Whether addr is in a loaded module's text. __module_text_address() is not
+ * exported; the caller passes its address (resolved through kallsyms at load,
+ * src/symbols.rs) and we call it with preemption off, as it requires.
+ */
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 {
 	struct module *(*fn)(unsigned long) = module_text_address_fn;

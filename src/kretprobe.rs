@@ -130,6 +130,7 @@ static STUBS: [AtomicPtr<Instance>; arch::NSLOTS] =
 pub(crate) fn instances(_g: &RegGuard) -> usize {
     STUBS
         .iter()
+        .take(STUBS_END.load(Ordering::Relaxed))
         .filter(|s| !s.load(Ordering::Relaxed).is_null())
         .count()
 }
@@ -137,6 +138,11 @@ pub(crate) fn instances(_g: &RegGuard) -> usize {
 /// Pools allocated (live or dead): task exits look for instances only
 /// while there are some.
 static POOLS: AtomicUsize = AtomicUsize::new(0);
+
+/// One past the highest stub slot index ever published: task exits look
+/// at `STUBS[..STUBS_END]` only (slots are taken lowest first, so this
+/// stays near the number of instances rather than the slot count).
+static STUBS_END: AtomicUsize = AtomicUsize::new(0);
 
 /// Dead pools with returns still in flight (registration lock).
 struct Zombies(*mut Pool);
@@ -205,7 +211,8 @@ pub(crate) extern "C" fn kp_kret_task_exit() {
     if POOLS.load(Ordering::Acquire) == 0 {
         return;
     }
-    for s in STUBS.iter() {
+    let end = STUBS_END.load(Ordering::Acquire);
+    for s in STUBS.iter().take(end) {
         let inst = s.load(Ordering::Acquire);
         if inst.is_null() {
             continue;
@@ -311,8 +318,10 @@ fn make_stubs(pool: *mut Pool) -> Result {
             (*inst).pool = pool;
             (*inst).stub = stub;
         }
-        arch::write_kret_stub(stub, slots::index_of(stub))?;
-        STUBS[slots::index_of(stub)].store(inst, Ordering::Release);
+        let index = slots::index_of(stub);
+        arch::write_kret_stub(stub, index)?;
+        STUBS[index].store(inst, Ordering::Release);
+        STUBS_END.fetch_max(index + 1, Ordering::Release);
     }
     arch::kret_stubs_written();
     Ok(())

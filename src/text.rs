@@ -64,9 +64,8 @@ impl Drop for Alias {
 /// Copies `bytes` over the text at `addr`, under the kernel's `text_mutex`
 /// as every text writer. Process context; the caller holds the registration
 /// lock (taken before `text_mutex`, never after), so that no two of our
-/// writers race on one page.
-// arm64 writes through `Alias` under stop_machine() instead.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+/// writers race on one page. (arm64: text that no CPU runs yet; live text
+/// is written through `Alias` under `stop_machine()`.)
 pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();
     let mut done = 0;

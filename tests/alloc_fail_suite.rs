@@ -292,13 +292,18 @@ fn kprobe_entry(t: &mut Test) {
     );
 }
 
-/// The batch API: three probes, all or nothing.
-fn kprobe_batch(t: &mut Test) {
-    let addrs = [
+/// Where the batch's three probes go.
+fn batch_addrs() -> [usize; 3] {
+    [
         args_mid(),
         addr_of(kp_kunit_target as *const ()),
         addr_of(kp_kunit_target2 as *const ()),
-    ];
+    ]
+}
+
+/// The batch API: three probes, all or nothing.
+fn kprobe_batch(t: &mut Test) {
+    let addrs = batch_addrs();
     let mut ps = [KpKprobe::new(), KpKprobe::new(), KpKprobe::new()];
     run(
         t,
@@ -307,12 +312,7 @@ fn kprobe_batch(t: &mut Test) {
         true,
         &mut ps,
         |ps| {
-            let addrs = [
-                args_mid(),
-                addr_of(kp_kunit_target as *const ()),
-                addr_of(kp_kunit_target2 as *const ()),
-            ];
-            for (p, a) in ps.iter_mut().zip(addrs) {
+            for (p, a) in ps.iter_mut().zip(batch_addrs()) {
                 *p = KpKprobe::new();
                 p.addr = a as *mut _;
                 p.pre_handler = Some(count);

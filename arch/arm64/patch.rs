@@ -99,14 +99,10 @@ pub(crate) fn write_idle(addr: usize, insns: &[u32]) -> Result {
     if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
         return Err(EINVAL);
     }
-    let alias = text::Alias::new(addr)?;
-    let p: *mut u32 = alias.ptr().cast();
-    let _text = crate::symbols::TextLock::lock();
-    for (i, &w) in insns.iter().enumerate() {
-        // SAFETY: `alias` maps the page of `addr` writable and covers
-        // `insns.len()` words (checked above).
-        unsafe { core::ptr::write_volatile(p.add(i), w) };
-    }
+    // SAFETY: the words' own bytes, in memory order (as they are fetched).
+    let bytes =
+        unsafe { core::slice::from_raw_parts(insns.as_ptr().cast::<u8>(), insns.len() * 4) };
+    text::write(addr, bytes)?;
     // SAFETY: cache maintenance by VA on mapped kernel text.
     unsafe { caches_clean_inval_pou(addr, addr + insns.len() * 4) };
     Ok(())
