@@ -208,6 +208,12 @@ static void disarm(enum row row, enum side side, struct kprobe *kp,
 	} else {
 		kp_unregister_kprobe(kkp);
 	}
+	/* An entry site the engine called directly stays parked (still
+	 * calling the engine) for a while after its probe went: take it down,
+	 * so that the next unprobed baseline, and the kernel's turn, run the
+	 * function as it is without the engine. */
+	if (side == OURS)
+		kp_ftrace_release();
 }
 
 static int arm(enum row row, enum side side, struct kprobe *kp,

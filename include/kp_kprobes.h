@@ -155,11 +155,26 @@ struct kp_stats {
 	unsigned long events;	/* defined probe events */
 	unsigned long long step_traps; /* out-of-line copies ended by a second
 				 * trap since the engine loaded */
+	unsigned long ftrace_direct; /* function entries whose ftrace site calls
+				 * the engine directly (x86_64), parked ones too */
+	unsigned long ftrace_parked; /* of those, sites no probe uses any more,
+				 * kept for a while (see kp_ftrace_release()) */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):
  * 0, or -EINVAL for a NULL out. */
 int kp_get_stats(struct kp_stats *out);
+
+/*
+ * Takes down now every parked direct ftrace site: a function entry whose
+ * last probe went keeps calling the engine (which finds nothing to do) for
+ * about two seconds, as taking the site down waits for every task to leave
+ * the trampoline (tasks-RCU, tens to hundreds of ms). Meanwhile the
+ * function's ftrace site is not restored and its direct call is taken (a
+ * BPF trampoline there gets -EBUSY). Process context; sleeps. Returns how
+ * many sites were released.
+ */
+int kp_ftrace_release(void);
 
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;

@@ -174,4 +174,10 @@ pub struct KpStats {
     pub events: c_ulong,
     /// Out-of-line copies ended by a second trap since the engine loaded.
     pub step_traps: u64,
+    /// Function entries whose ftrace site calls the engine directly
+    /// (x86_64), parked ones too.
+    pub ftrace_direct: c_ulong,
+    /// Of those, sites no probe uses any more, kept for a while
+    /// (`kp_ftrace_release()`).
+    pub ftrace_parked: c_ulong,
 }

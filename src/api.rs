@@ -95,6 +95,8 @@ extern "C" {
     ) -> c_int;
     /// A snapshot of the engine's state.
     pub fn kp_get_stats(out: *mut KpStats) -> c_int;
+    /// Takes down the parked direct ftrace sites.
+    pub fn kp_ftrace_release() -> c_int;
 }
 
 /// A snapshot of the engine's state: probes, probed addresses, slots,
@@ -104,6 +106,15 @@ pub fn stats() -> KpStats {
     // SAFETY: `s` is a valid `struct kp_stats`; the call cannot fail with it.
     unsafe { kp_get_stats(&mut s) };
     s
+}
+
+/// Takes down now every parked direct ftrace site (x86_64: a function entry
+/// whose last probe went keeps calling the engine for about two seconds;
+/// meanwhile its ftrace site is not restored and a BPF trampoline cannot
+/// attach there). Returns how many were released. Process context; sleeps.
+pub fn ftrace_release() -> usize {
+    // SAFETY: process context.
+    unsafe { kp_ftrace_release() as usize }
 }
 
 /// Runs one `kprobe_events` line (`p:...`, `r:...`, `-:...`), as writing it

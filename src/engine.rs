@@ -137,6 +137,8 @@ impl Drop for KprobesEngine {
         // Trace events first (none is enabled: an enabled one pins us).
         events::exit();
         registry::remove_all();
+        // Parked ftrace sites still call into this module.
+        ftrace::exit();
         if kretprobe::reap_all() {
             // Cannot happen: every outstanding return holds a module reference.
             pr_err!("kretprobe returns still outstanding at unload\n");

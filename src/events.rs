@@ -24,7 +24,6 @@ use crate::arch::regs::{self, Location, Regs};
 use crate::event_parse::{self as ep, Command, ErrKind, FetchArg, Op, ProbeDef, Type};
 use core::cell::UnsafeCell;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings::{self, pt_regs};
 use kernel::ffi::{c_char, c_int, c_long, c_void};
 use kernel::prelude::*;
@@ -114,7 +113,7 @@ pub(crate) struct Event {
     args: KVec<Arg>,
     /// Size of the arguments' fixed part.
     fixed: usize,
-    hits: AtomicUsize,
+    hits: crate::percpu::Counter,
 }
 
 impl Event {
@@ -271,7 +270,7 @@ pub(crate) fn write_profile(w: &mut impl Write) -> core::fmt::Result {
             w,
             "  {:<44} {:>15} {:>15}",
             e.name_str(),
-            e.hits.load(Ordering::Relaxed),
+            e.hits.sum(),
             e.nmissed()
         )?;
     }
@@ -476,7 +475,7 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
             def,
             args,
             fixed,
-            hits: AtomicUsize::new(0),
+            hits: crate::percpu::Counter::new().map_err(enomem)?,
         },
         GFP_KERNEL,
     )
@@ -952,8 +951,13 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
     // SAFETY: per the function's contract.
     let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
     let mut total = ev.fixed;
+    let mut strings = ev.args.iter().filter(|a| a.ty.is_string()).peekable();
+    if strings.peek().is_none() {
+        // No string: no scratch buffer to clear on every hit.
+        return total;
+    }
     let mut tmp = [0u8; MAX_STRING];
-    for a in ev.args.iter().filter(|a| a.ty.is_string()) {
+    for a in strings {
         total += fetch_string(a, regs, &mut tmp);
     }
     total
@@ -1124,7 +1128,7 @@ pub(crate) unsafe extern "C" fn kp_ev_define_fields(
 unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> c_int {
     // SAFETY: `p` is the first field of a live `Event` (`#[repr(C)]`).
     let ev = unsafe { &*p.cast::<Event>() };
-    ev.hits.fetch_add(1, Ordering::Relaxed);
+    ev.hits.inc();
     // SAFETY: a registered event; `regs` is the trap frame.
     unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0) };
     0
@@ -1138,7 +1142,7 @@ unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> c_int {
 unsafe extern "C" fn on_return(ri: *mut KpKretprobeInstance, regs: *mut pt_regs) -> c_int {
     // SAFETY: `rp` is the first field of a live `Event`.
     let (ev, ret) = unsafe { (&*(*ri).rp.cast::<Event>(), (*ri).ret_addr) };
-    ev.hits.fetch_add(1, Ordering::Relaxed);
+    ev.hits.inc();
     // SAFETY: as in `on_hit`.
     unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret) };
     0

@@ -1,16 +1,46 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C glue for probes on ftrace call sites (src/ftrace.rs): one ftrace_ops for
- * the engine whose filter holds the armed sites, and its callback, which
- * hands the saved registers to the Rust hit path (src/hit.rs,
- * kp_ftrace_hit). Built from what Rust cannot reach: the ops struct,
- * ftrace_get_regs() and the recursion-protection inlines.
+ * C glue for probes on ftrace call sites (src/ftrace.rs). Built from what
+ * Rust cannot reach: ftrace_ops structs, ftrace_get_regs(), the
+ * recursion-protection inlines, the hash table and delayed-work macros.
+ *
+ * An armed site reaches the engine one of two ways:
+ *
+ * - direct (x86_64, DYNAMIC_FTRACE_WITH_DIRECT_CALLS): a per-site direct
+ *   ftrace_ops makes the site call the engine's trampoline
+ *   (kp_x86_ftrace_direct, arch/x86_64/ftrace.rs), which saves a pt_regs
+ *   and runs the hit (src/hit.rs, on_ftrace): no ftrace_regs_caller, no
+ *   callback, no recursion bits, the cheapest entry there is. When another
+ *   ftrace user traces the same function, ftrace runs its callbacks and
+ *   then jumps to the trampoline with the same stack.
+ * - shared: the engine's one kp_entry_ops, whose filter holds such sites,
+ *   and its callback kp_ftrace_func -> kp_ftrace_hit. Used where a direct
+ *   ops cannot be had: the function already has a direct caller (a BPF
+ *   trampoline: -EBUSY), KP_DIRECT_MAX sites are direct already, or the
+ *   arch has no direct calls.
+ *
+ * Taking a direct ops down is slow: ftrace_shutdown() of a dynamic ops
+ * waits for tasks-RCU (40-230 ms each in the test VMs). So a disarmed
+ * direct site is parked: it keeps calling the trampoline, which finds no
+ * probe there and returns, and re-arming it costs nothing; a worker
+ * unregisters sites parked for KP_PARK_DELAY, one per run. A module going
+ * away and the engine's exit take their parked sites down at once.
+ *
+ * Every function here but the worker runs under the engine's registration
+ * lock (kp_helper_reg_lock()); so do the worker's table changes.
  */
 #include <linux/module.h>
 #include <linux/ftrace.h>
+#include <linux/hashtable.h>
 #include <linux/irqflags.h>
+#include <linux/jiffies.h>
+#include <linux/list.h>
 #include <linux/ptrace.h>
+#include <linux/slab.h>
 #include <linux/trace_recursion.h>
+#include <linux/workqueue.h>
+
+#include "helpers.h"
 
 /* Implemented in src/hit.rs. */
 void kp_ftrace_hit(unsigned long ip, struct pt_regs *regs);
@@ -18,6 +48,10 @@ void kp_ftrace_hit(unsigned long ip, struct pt_regs *regs);
 int kp_ftrace_arm(unsigned long ip);
 int kp_ftrace_disarm(unsigned long ip);
 bool kp_ftrace_available(void);
+void kp_ftrace_module_going(struct module *mod);
+void kp_ftrace_exit(void);
+unsigned int kp_ftrace_direct_sites(unsigned int *parked);
+int kp_ftrace_release(void);
 
 #ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
 static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
@@ -45,16 +79,10 @@ static struct ftrace_ops kp_entry_ops = {
 	.flags = FTRACE_OPS_FL_SAVE_REGS,
 };
 
-/* Armed sites; the ops is registered while there is one. Callers hold the
- * engine's registration lock. */
+/* Sites in kp_entry_ops' filter; the ops is registered while there is one. */
 static unsigned int kp_entry_users;
 
-bool kp_ftrace_available(void)
-{
-	return true;
-}
-
-int kp_ftrace_arm(unsigned long ip)
+static int kp_shared_arm(unsigned long ip)
 {
 	int ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 0, 0);
 
@@ -71,7 +99,7 @@ int kp_ftrace_arm(unsigned long ip)
 	return 0;
 }
 
-int kp_ftrace_disarm(unsigned long ip)
+static int kp_shared_disarm(unsigned long ip)
 {
 	int ret;
 
@@ -82,6 +110,238 @@ int kp_ftrace_disarm(unsigned long ip)
 	}
 	kp_entry_users--;
 	return ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
+}
+
+bool kp_ftrace_available(void)
+{
+	return true;
+}
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+/* arch/x86_64/ftrace.rs */
+void kp_x86_ftrace_direct(void);
+
+/* Direct sites at most (each holds an ftrace_ops and its filter hash, and
+ * costs a tasks-RCU wait to take down); more go to the shared ops. */
+#define KP_DIRECT_MAX 128
+/* How long a disarmed direct site stays parked before it is taken down. */
+#define KP_PARK_DELAY (2 * HZ)
+
+struct kp_direct {
+	struct ftrace_ops ops;
+	struct hlist_node node;		/* kp_direct_table, by ip */
+	struct list_head park;		/* kp_parked, oldest first, while parked */
+	unsigned long ip;
+	unsigned long parked_at;	/* jiffies */
+	bool parked;
+};
+
+static DEFINE_HASHTABLE(kp_direct_table, 7);
+static LIST_HEAD(kp_parked);
+static unsigned int kp_direct_count, kp_parked_count;
+
+static void kp_reap_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(kp_reap_work, kp_reap_fn);
+
+static struct kp_direct *kp_direct_find(unsigned long ip)
+{
+	struct kp_direct *d;
+
+	hash_for_each_possible(kp_direct_table, d, node, ip)
+		if (d->ip == ip)
+			return d;
+	return NULL;
+}
+
+static int kp_direct_new(unsigned long ip)
+{
+	struct kp_direct *d = kzalloc(sizeof(*d), GFP_KERNEL);
+	int ret;
+
+	if (!d)
+		return -ENOMEM;
+	ret = ftrace_set_filter_ip(&d->ops, ip, 0, 0);
+	if (!ret) {
+		ret = register_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct);
+		if (ret)
+			ftrace_free_filter(&d->ops);
+	}
+	if (ret) {
+		kfree(d);
+		return ret;
+	}
+	d->ip = ip;
+	INIT_LIST_HEAD(&d->park);
+	hash_add(kp_direct_table, &d->node, ip);
+	kp_direct_count++;
+	return 0;
+}
+
+/* Takes a parked site down (a tasks-RCU wait: no task is in the trampoline
+ * for it afterwards). */
+static void kp_direct_free(struct kp_direct *d)
+{
+	int ret = unregister_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct, true);
+
+	if (ret) {
+		/* Still registered: its memory must stay (leaked, loudly). */
+		pr_err("kprobes: cannot release the ftrace site %pS: %d\n", (void *)d->ip, ret);
+		return;
+	}
+	hash_del(&d->node);
+	list_del(&d->park);
+	kp_parked_count--;
+	kp_direct_count--;
+	kfree(d);
+}
+
+static void kp_reap_fn(struct work_struct *work)
+{
+	struct kp_direct *d;
+
+	kp_helper_reg_lock();
+	d = list_first_entry_or_null(&kp_parked, struct kp_direct, park);
+	if (d) {
+		unsigned long due = d->parked_at + KP_PARK_DELAY;
+
+		if (time_before(jiffies, due)) {
+			schedule_delayed_work(&kp_reap_work, due - jiffies);
+		} else {
+			kp_direct_free(d);
+			if (!list_empty(&kp_parked))
+				schedule_delayed_work(&kp_reap_work, 0);
+		}
+	}
+	kp_helper_reg_unlock();
+}
+
+/* 1: armed as a direct site, 0: not attempted or -EBUSY (use the shared
+ * ops), < 0: error. */
+static int kp_direct_arm(unsigned long ip)
+{
+	struct kp_direct *d = kp_direct_find(ip);
+	int ret;
+
+	if (d) {
+		if (d->parked) {
+			list_del_init(&d->park);
+			d->parked = false;
+			kp_parked_count--;
+		}
+		return 1;
+	}
+	if (kp_direct_count >= KP_DIRECT_MAX)
+		return 0;
+	ret = kp_direct_new(ip);
+	if (ret == -EBUSY)
+		return 0;
+	return ret ? ret : 1;
+}
+
+/* true when ip is a direct site (now parked). */
+static bool kp_direct_disarm(unsigned long ip)
+{
+	struct kp_direct *d = kp_direct_find(ip);
+
+	if (!d)
+		return false;
+	if (!d->parked) {
+		d->parked = true;
+		d->parked_at = jiffies;
+		list_add_tail(&d->park, &kp_parked);
+		kp_parked_count++;
+		if (!delayed_work_pending(&kp_reap_work))
+			schedule_delayed_work(&kp_reap_work, KP_PARK_DELAY);
+	}
+	return true;
+}
+
+void kp_ftrace_module_going(struct module *mod)
+{
+	struct kp_direct *d, *t;
+
+	list_for_each_entry_safe(d, t, &kp_parked, park)
+		if (within_module(d->ip, mod))
+			kp_direct_free(d);
+}
+
+static int kp_release_parked(void)
+{
+	struct kp_direct *d, *t;
+	int n = 0;
+
+	kp_helper_reg_lock();
+	list_for_each_entry_safe(d, t, &kp_parked, park) {
+		kp_direct_free(d);
+		n++;
+	}
+	kp_helper_reg_unlock();
+	return n;
+}
+
+void kp_ftrace_exit(void)
+{
+	/* The worker takes the registration lock: not held here. */
+	cancel_delayed_work_sync(&kp_reap_work);
+	kp_release_parked();
+}
+
+unsigned int kp_ftrace_direct_sites(unsigned int *parked)
+{
+	*parked = kp_parked_count;
+	return kp_direct_count;
+}
+#else
+static int kp_release_parked(void)
+{
+	return 0;
+}
+
+static int kp_direct_arm(unsigned long ip)
+{
+	return 0;
+}
+
+static bool kp_direct_disarm(unsigned long ip)
+{
+	return false;
+}
+
+void kp_ftrace_module_going(struct module *mod)
+{
+}
+
+void kp_ftrace_exit(void)
+{
+}
+
+unsigned int kp_ftrace_direct_sites(unsigned int *parked)
+{
+	*parked = 0;
+	return 0;
+}
+#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
+
+int kp_ftrace_arm(unsigned long ip)
+{
+	int ret = kp_direct_arm(ip);
+
+	if (ret)
+		return ret < 0 ? ret : 0;
+	return kp_shared_arm(ip);
+}
+
+int kp_ftrace_disarm(unsigned long ip)
+{
+	if (kp_direct_disarm(ip))
+		return 0;
+	return kp_shared_disarm(ip);
+}
+
+/* include/kp_kprobes.h */
+int kp_ftrace_release(void)
+{
+	return kp_release_parked();
 }
 #else
 /* Without full registers at ftrace sites (arm64 of 6.12), entry probes use
@@ -100,4 +360,24 @@ int kp_ftrace_disarm(unsigned long ip)
 {
 	return -EOPNOTSUPP;
 }
+
+void kp_ftrace_module_going(struct module *mod)
+{
+}
+
+void kp_ftrace_exit(void)
+{
+}
+
+unsigned int kp_ftrace_direct_sites(unsigned int *parked)
+{
+	*parked = 0;
+	return 0;
+}
+
+int kp_ftrace_release(void)
+{
+	return 0;
+}
 #endif
+EXPORT_SYMBOL_GPL(kp_ftrace_release);

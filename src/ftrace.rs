@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Probes on ftrace call sites: a function's entry is served by the
-//! engine's `ftrace_ops` (`src/ftrace.c`) instead of a breakpoint, as the
-//! kernel's kprobes do there (KPROBES_ON_FTRACE). No trap and no
-//! single-step: the callback gets a full `pt_regs` (x86_64:
-//! `FTRACE_OPS_FL_SAVE_REGS`) and runs the handlers (`hit::on_ftrace`) with
-//! the kernel's kprobes-on-ftrace semantics: the pre handler sees the
+//! Probes on ftrace call sites: a function's entry is served through
+//! ftrace instead of a breakpoint, as the kernel's kprobes do there
+//! (KPROBES_ON_FTRACE). No trap and no single-step. `src/ftrace.c` arms a
+//! site as a direct call to the engine's trampoline (x86_64,
+//! `arch/x86_64/ftrace.rs`: one direct `ftrace_ops` per site, parked for a
+//! while after its last probe goes, as taking one down waits for
+//! tasks-RCU), or through the engine's shared `ftrace_ops` whose callback
+//! gets a full `pt_regs` (`FTRACE_OPS_FL_SAVE_REGS`) when a direct call
+//! cannot be had. Either way the handlers run in `hit::on_ftrace` with the
+//! kernel's kprobes-on-ftrace semantics: the pre handler sees the
 //! instruction pointer one past the site (as after an int3), a non-zero
 //! return with a new instruction pointer redirects execution, the post
 //! handler sees it past the site's 5-byte call.
@@ -15,13 +19,16 @@
 //! (write 0/1) turns the path off for new probes (benchmarks, debugging).
 
 use core::sync::atomic::{AtomicBool, Ordering};
-use kernel::ffi::{c_int, c_ulong};
+use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::prelude::*;
 
 extern "C" {
     fn kp_ftrace_arm(ip: c_ulong) -> c_int;
     fn kp_ftrace_disarm(ip: c_ulong) -> c_int;
     fn kp_ftrace_available() -> bool;
+    fn kp_ftrace_module_going(module: *mut c_void);
+    fn kp_ftrace_exit();
+    fn kp_ftrace_direct_sites(parked: *mut c_uint) -> c_uint;
 }
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -62,4 +69,28 @@ pub(crate) fn disarm(addr: usize) -> Result {
         return Err(Error::from_errno(r));
     }
     Ok(())
+}
+
+/// A module is going: its parked direct sites are taken down now (ftrace
+/// drops its records after the notifiers; a site left registered would
+/// refer to text that is gone). Registration lock held, after its points
+/// were disarmed.
+pub(crate) fn module_going(_g: &crate::registry::RegGuard, module: *mut c_void) {
+    // SAFETY: process context, lock held; `module` is the notifier's.
+    unsafe { kp_ftrace_module_going(module) };
+}
+
+/// Engine exit, after every probe is gone: stops the reaper and takes the
+/// parked direct sites down. Registration lock not held.
+pub(crate) fn exit() {
+    // SAFETY: process context.
+    unsafe { kp_ftrace_exit() };
+}
+
+/// Direct sites (`src/ftrace.c`), and how many of them are parked.
+pub(crate) fn direct_sites(_g: &crate::registry::RegGuard) -> (u32, u32) {
+    let mut parked: c_uint = 0;
+    // SAFETY: plain query under the lock.
+    let n = unsafe { kp_ftrace_direct_sites(&mut parked) };
+    (n, parked)
 }

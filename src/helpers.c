@@ -54,12 +54,12 @@ void kp_helper_reg_unlock(void)
 
 /* Per-CPU hit state; its layout is owned by src/percpu.rs (KP_CPU_WORDS). */
 #define KP_CPU_WORDS 64
-static DEFINE_PER_CPU(unsigned long[KP_CPU_WORDS], kp_cpu_area);
+DEFINE_PER_CPU(unsigned long[KP_CPU_WORDS], kp_cpu_area);
 
-/* Only from a context that cannot migrate (trap handlers). */
-void *kp_helper_this_cpu_area(void)
+/* Only from a context that cannot migrate (arm64; x86_64 inlines it). */
+void *kp_helper_this_cpu_ptr(void __percpu *p)
 {
-	return this_cpu_ptr(&kp_cpu_area);
+	return this_cpu_ptr(p);
 }
 
 /*
@@ -397,7 +397,8 @@ void kp_helper_counter_free(u64 __percpu *c)
 	free_percpu(c);
 }
 
-/* Caller: interrupts off (trap, ftrace or detour context). */
+/* Caller: interrupts off (trap, ftrace or detour context); arm64 only,
+ * x86_64 inlines it. */
 void kp_helper_counter_inc(u64 __percpu *c)
 {
 	__this_cpu_inc(*c);

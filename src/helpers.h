@@ -7,6 +7,7 @@
 #ifndef _KP_HELPERS_H
 #define _KP_HELPERS_H
 
+#include <linux/percpu-defs.h>
 #include <linux/types.h>
 
 struct page;
@@ -15,7 +16,9 @@ struct pt_regs;
 /* src/helpers.c */
 void kp_helper_reg_lock(void);
 void kp_helper_reg_unlock(void);
-void *kp_helper_this_cpu_area(void);
+/* The per-CPU hit state (src/percpu.rs owns its layout; 64 words). */
+DECLARE_PER_CPU(unsigned long[64], kp_cpu_area);
+void *kp_helper_this_cpu_ptr(void __percpu *p);
 u64 kp_helper_cpu_area_sum(unsigned int word);
 int kp_helper_exit_hook_register(void);
 void kp_helper_exit_hook_unregister(void);

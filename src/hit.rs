@@ -24,6 +24,7 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 /// Iterates the enabled probes of `point`.
+#[inline(always)]
 fn enabled(point: &Point) -> impl Iterator<Item = &Probe> {
     point
         .probes()
@@ -82,7 +83,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         // Done in place: straight to the post handlers (still busy).
         run_post(point, regs);
         cpu.pop();
-    } else if arch::boostable(&point.insn) && !point.any_post_handler() {
+    } else if arch::boostable(&point.insn) && !point.post.load(Ordering::Relaxed) {
         // Boosted: the copy jumps back by itself; no second trap, no post
         // handler to run (as the kernel boosts only without post handlers).
         arch::setup_boost(point.addr, &point.insn, regs);
@@ -110,12 +111,28 @@ static REDIRECT_REFUSED: core::sync::atomic::AtomicBool =
 /// was called from.
 #[no_mangle]
 pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) {
-    let Some(point) = registry::lookup(ip) else {
+    // SAFETY: the ftrace callback passes its saved registers, ours to use;
+    // it disabled interrupts.
+    unsafe { on_ftrace(ip, &mut *regs) }
+}
+
+/// The ftrace call site `ip` was reached with `regs` (the `ftrace_ops`
+/// callback above, or the x86_64 direct-call trampoline): see
+/// [`kp_ftrace_hit`]. On return `regs.ip` is where to resume: as it came
+/// unless a pre handler redirected.
+///
+/// # Safety
+///
+/// Interrupts are off.
+#[inline(always)]
+pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs) {
+    // A parked direct site (`src/ftrace.c`) calls in with no probe there,
+    // or with a point that is not armed (debugfs `enabled` 0).
+    let Some(point) = registry::lookup(ip).filter(|p| p.ftrace && p.armed.load(Ordering::Relaxed))
+    else {
         return;
     };
-    // SAFETY: the ftrace callback passes its saved registers, ours to use.
-    let regs = unsafe { &mut *regs };
-    // SAFETY: interrupts are off (the C callback disabled them).
+    // SAFETY: interrupts are off (the caller's contract).
     let Some(cpu) = (unsafe { begin_handlers(point) }) else {
         return;
     };
@@ -170,6 +187,7 @@ pub(crate) fn on_jump(addr: usize, regs: &mut bindings::pt_regs) -> bool {
 /// # Safety
 ///
 /// Interrupts are off.
+#[inline(always)]
 unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
     // SAFETY: interrupts are off (the caller's contract).
     let cpu = unsafe { Cpu::this() };
@@ -179,33 +197,43 @@ unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
         }
         return None;
     }
-    let frame = Frame {
-        point,
-        stage: stage::HANDLERS,
-        saved: 0,
-    };
-    cpu.push(frame).map(|_| cpu)
+    cpu.push_first_handlers(point);
+    Some(cpu)
 }
 
 /// Counts a hit on each enabled probe and runs its pre handler, in
 /// registration order; true when one returned non-zero (it redirected
 /// execution: the rest do not run). The caller marks this CPU busy.
+#[inline(always)]
 fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
-    for p in enabled(point) {
-        p.hits.inc();
-        // SAFETY: `user` is valid while registered.
-        if let Some(pre) = unsafe { (*p.user).pre_handler } {
-            // SAFETY: the contract of kp_pre_handler_t.
-            if unsafe { pre(p.user, regs) } != 0 {
-                return true;
-            }
-        }
+    if let Some(p) = point.single() {
+        return pre_one(p, regs);
     }
-    false
+    enabled(point).any(|p| pre_one(p, regs))
+}
+
+/// Counts a hit on `p` and runs its pre handler, if it is enabled; true
+/// when the handler redirected execution.
+#[inline(always)]
+fn pre_one(p: &Probe, regs: &mut bindings::pt_regs) -> bool {
+    if p.disabled.load(Ordering::Relaxed) {
+        return false;
+    }
+    p.hits.inc();
+    // SAFETY: `user` is valid while registered.
+    match unsafe { (*p.user).pre_handler } {
+        // SAFETY: the contract of kp_pre_handler_t.
+        Some(pre) => unsafe { pre(p.user, regs) != 0 },
+        None => false,
+    }
 }
 
 /// Runs the enabled probes' post handlers. The caller marks this CPU busy.
+#[inline(always)]
 fn run_post(point: &Point, regs: &mut bindings::pt_regs) {
+    if !point.post.load(Ordering::Relaxed) {
+        return;
+    }
     for p in enabled(point) {
         // SAFETY: `user` is valid while registered.
         if let Some(post) = unsafe { (*p.user).post_handler } {

@@ -46,7 +46,8 @@ pub(crate) struct CpuState {
 }
 
 extern "C" {
-    fn kp_helper_this_cpu_area() -> *mut usize;
+    /// The per-CPU area (`DEFINE_PER_CPU` in helpers.c).
+    static mut kp_cpu_area: [usize; CPU_WORDS];
     fn kp_helper_cpu_area_sum(word: kernel::ffi::c_uint) -> u64;
 }
 
@@ -81,21 +82,25 @@ impl Cpu {
     ///
     /// Call only with interrupts disabled (trap context), and use the result
     /// only until the trap handler returns.
+    #[inline(always)]
     pub(crate) unsafe fn this() -> Self {
         build_assert!(core::mem::size_of::<CpuState>() <= CPU_WORDS * 8);
         // SAFETY: the per-CPU area is CPU_WORDS words, large enough and
         // suitably aligned for `CpuState` (checked above); all-zero is a
         // valid `CpuState` (depth 0; frames are plain integers and pointers).
-        Cpu(unsafe { kp_helper_this_cpu_area().cast::<CpuState>() })
+        // The caller cannot migrate.
+        Cpu(unsafe { crate::arch::this_cpu_ptr(core::ptr::addr_of_mut!(kp_cpu_area)).cast() })
     }
 
     /// Traps in progress on this CPU.
+    #[inline(always)]
     pub(crate) fn depth(self) -> usize {
         // SAFETY: type invariant; nested traps restore `depth` before they
         // return, so a plain volatile read sees this level's value.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).depth)) }
     }
 
+    #[inline(always)]
     fn set_depth(self, d: usize) {
         // SAFETY: type invariant.
         unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).depth), d) };
@@ -104,6 +109,7 @@ impl Cpu {
 
     /// Reserves the next level and fills its frame; returns its index, or
     /// `None` when nesting is too deep.
+    #[inline(always)]
     pub(crate) fn push(self, f: Frame) -> Option<usize> {
         let d = self.depth();
         if d >= MAX_DEPTH {
@@ -112,6 +118,21 @@ impl Cpu {
         self.set_depth(d + 1);
         self.set_frame(d, f);
         Some(d)
+    }
+
+    /// Reserves the first level for a hit whose handlers run now (stage
+    /// HANDLERS; nothing saved). The trap-less paths' cheap [`Self::push`]:
+    /// the caller saw depth 0.
+    #[inline(always)]
+    pub(crate) fn push_first_handlers(self, point: *const Point) {
+        self.set_depth(1);
+        // SAFETY: type invariant; level 0 is now ours.
+        unsafe {
+            let f = core::ptr::addr_of_mut!((*self.0).frames[0]);
+            core::ptr::write_volatile(core::ptr::addr_of_mut!((*f).point), point);
+            core::ptr::write_volatile(core::ptr::addr_of_mut!((*f).stage), stage::HANDLERS);
+        }
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
     }
 
     /// Counts a copy finished by a second trap.
@@ -125,17 +146,20 @@ impl Cpu {
     }
 
     /// Drops the top level.
+    #[inline(always)]
     pub(crate) fn pop(self) {
         self.set_depth(self.depth() - 1);
     }
 
     /// Frame `i` (below `depth`).
+    #[inline(always)]
     pub(crate) fn frame(self, i: usize) -> Frame {
         // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).frames[i])) }
     }
 
     /// Overwrites frame `i` (a level this trap reserved).
+    #[inline(always)]
     pub(crate) fn set_frame(self, i: usize, f: Frame) {
         // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
         unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).frames[i]), f) };
@@ -146,7 +170,6 @@ impl Cpu {
 extern "C" {
     fn kp_helper_counter_alloc() -> *mut u64;
     fn kp_helper_counter_free(c: *mut u64);
-    fn kp_helper_counter_inc(c: *mut u64);
     fn kp_helper_counter_sum(c: *mut u64) -> u64;
 }
 
@@ -175,9 +198,10 @@ impl Counter {
     }
 
     /// Counts one on this CPU. Interrupts off.
+    #[inline(always)]
     pub(crate) fn inc(&self) {
         // SAFETY: live per type invariant; the caller keeps this CPU.
-        unsafe { kp_helper_counter_inc(self.0) };
+        unsafe { crate::arch::this_cpu_inc(self.0) };
     }
 
     /// The total over every CPU.

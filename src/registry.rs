@@ -22,7 +22,7 @@ use crate::arch;
 use crate::{optimize, symbols};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -35,20 +35,21 @@ pub(crate) struct Probe {
     point: AtomicPtr<Point>,
     /// Registered but not armed.
     pub(crate) disabled: AtomicBool,
+    /// Whether the client's struct had a post or fault handler at
+    /// registration ([`needs_step`]; as the kernel's kprobes decide an
+    /// aggregate's post handler at registration).
+    step: bool,
     /// Hits whose handlers ran (per CPU: no atomic on the hit path).
+    /// Missed hits are counted in the client's `nmissed` only.
     pub(crate) hits: crate::percpu::Counter,
-    /// Hits whose handlers were skipped (re-entry).
-    pub(crate) missed: AtomicU64,
     /// Next in the list of all probes (registration lock).
     next_all: *mut Probe,
-    /// Where the client's struct and handlers were at registration: if a
-    /// module holding any of them unloads, the probe goes with it.
-    owner_addrs: [usize; 6],
 }
 
 /// The client struct and handler addresses of `p` (and, for a kretprobe's
 /// entry probe, of the kretprobe's handlers): if a module holding any of
-/// them unloads, the probe goes with it.
+/// them unloads, the probe goes with it. Read when a module goes (the
+/// client's struct is valid while registered), not kept per probe.
 fn owner_addrs(p: &KpKprobe) -> [usize; 6] {
     let (mut h, mut eh) = (0, 0);
     if crate::kretprobe::is_entry_probe(p) {
@@ -69,9 +70,15 @@ fn owner_addrs(p: &KpKprobe) -> [usize; 6] {
 }
 
 impl Probe {
-    /// Counts a missed hit here and in the client's `nmissed`.
+    /// The client's `nmissed`.
+    pub(crate) fn missed(&self) -> usize {
+        // SAFETY: as in `count_missed`.
+        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user).nmissed)) }
+            .load(Ordering::Relaxed)
+    }
+
+    /// Counts a missed hit in the client's `nmissed`.
     pub(crate) fn count_missed(&self) {
-        self.missed.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `user` is valid while registered; `nmissed` is a naturally
         // aligned `unsigned long`, so it can be updated atomically.
         unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user).nmissed)) }
@@ -91,8 +98,18 @@ pub(crate) struct Point {
     /// Served by the engine's ftrace_ops (an ftrace call site), not by a
     /// breakpoint.
     pub(crate) ftrace: bool,
-    /// The probes here; never empty while the point is in the table.
+    /// The only probe here while no second one ever joined (most points:
+    /// no list to allocate, and the hit path's fast case); null once
+    /// `list` holds the probes.
+    single: AtomicPtr<Probe>,
+    /// The probes here, when a second one joined (null before); never
+    /// empty while the point is in the table.
     list: AtomicPtr<ProbeList>,
+    /// Whether an enabled probe here needs the step to end in a trap (a
+    /// post or fault handler): the hit path's copy of
+    /// [`Point::any_post_handler`], raised before such a probe can run and
+    /// lowered after it stopped ([`refresh_post`]).
+    pub(crate) post: AtomicBool,
     /// Whether the breakpoint is in the text.
     pub(crate) armed: AtomicBool,
     /// Jump optimization (`optimize.rs`): the prepared jump (registration
@@ -115,26 +132,42 @@ impl Point {
     /// need the step to end in a trap and to be tracked, so no boosting).
     /// Trap path, or registration lock held.
     pub(crate) fn any_post_handler(&self) -> bool {
-        self.probes().any(|p| {
-            // SAFETY: a listed probe's client struct is valid.
-            !p.disabled.load(Ordering::Relaxed) && needs_step(unsafe { &*p.user })
-        })
+        self.probes()
+            .any(|p| !p.disabled.load(Ordering::Relaxed) && p.step)
     }
 
-    /// The probe list. Trap path, or registration lock held.
-    fn list(&self) -> &ProbeList {
+    /// The point's only probe, when it never had a second one. Trap path,
+    /// or registration lock held.
+    #[inline(always)]
+    pub(crate) fn single(&self) -> Option<&Probe> {
+        // SAFETY: a probe stays valid for a grace period after it leaves
+        // the point.
+        unsafe { self.single.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The probe list, when the point has one. Trap path, or registration
+    /// lock held.
+    fn list(&self) -> Option<&ProbeList> {
         // SAFETY: a published list stays valid for a grace period after it
         // is replaced; our callers are the trap path (IRQs off) or hold the
         // registration lock (no concurrent replacement).
-        unsafe { &*self.list.load(Ordering::Acquire) }
+        unsafe { self.list.load(Ordering::Acquire).as_ref() }
     }
 
     /// The probes on this point, in registration order. Trap path, or
     /// registration lock held.
     pub(crate) fn probes(&self) -> impl Iterator<Item = &Probe> {
-        // SAFETY: a probe stays valid for a grace period after it leaves the
-        // list, like the list itself.
-        self.list().iter().map(|p| unsafe { &*p })
+        // `single` is cleared only after `list` is published: a reader that
+        // finds it null finds the list.
+        let single = self.single.load(Ordering::Acquire);
+        let list = if single.is_null() { self.list() } else { None };
+        Iterator::chain(
+            core::iter::once(single).filter(|p| !p.is_null()),
+            list.into_iter().flat_map(|l| l.iter()),
+        )
+        // SAFETY: a probe stays valid for a grace period after it
+        // leaves the point, like the list itself.
+        .map(|p| unsafe { &*p })
     }
 }
 
@@ -419,7 +452,36 @@ fn needs_step(p: &KpKprobe) -> bool {
     p.post_handler.is_some() || p.fault_handler.is_some()
 }
 
-/// Arms or disarms `point` to match [`wants_armed`]. Registration lock held.
+/// Recomputes `point.post` after a probe that needs the step left or was
+/// disabled (O(probes here): only then). Registration lock held.
+fn refresh_post(point: &Point) {
+    point
+        .post
+        .store(point.any_post_handler(), Ordering::Relaxed);
+}
+
+/// Adds `probe` to `point`'s probes, last. Registration lock held.
+fn join(g: &RegGuard, point: &Point, probe: *mut Probe) -> Result {
+    if let Some(list) = point.list() {
+        if !list.try_push(probe) {
+            let list = list.compacted()?;
+            list.try_push(probe);
+            publish_list(g, point, list);
+        }
+        return Ok(());
+    }
+    // The second probe: the point gets its list. Readers that still see
+    // `single` run the first probe only, as before this registration.
+    let list = ProbeList::with_capacity(2)?;
+    list.try_push(point.single.load(Ordering::Relaxed));
+    list.try_push(probe);
+    point.list.store(KBox::into_raw(list), Ordering::Release);
+    point.single.store(null_mut(), Ordering::Release);
+    Ok(())
+}
+
+/// Arms or disarms `point` to match [`wants_armed`], after its probes or
+/// their state changed. Registration lock held.
 fn sync_armed(g: &RegGuard, point: &Point) -> Result {
     let want = wants_armed(point);
     if want != point.armed.load(Ordering::Relaxed) {
@@ -510,10 +572,9 @@ fn register_locked(
             user: p,
             point: AtomicPtr::new(null_mut()),
             disabled: AtomicBool::new(disabled),
+            step: needs_step(p),
             hits: crate::percpu::Counter::new()?,
-            missed: AtomicU64::new(0),
             next_all: null_mut(),
-            owner_addrs: owner_addrs(p),
         },
         GFP_KERNEL,
     )?);
@@ -530,18 +591,19 @@ fn register_locked(
                     return Err(e);
                 }
             }
+            let raise = needs_step(p) && !disabled;
+            if raise {
+                // Before its handlers can run (see `Point::post`).
+                point.post.store(true, Ordering::Relaxed);
+            }
             // In place when there is room; else a bigger copy replaces the
             // list (nobody needs to wait: the new list only adds a probe).
-            if !point.list().try_push(probe) {
-                let list = match point.list().compacted() {
-                    Ok(l) => l,
-                    Err(e) => {
-                        free_probe();
-                        return Err(e);
-                    }
-                };
-                list.try_push(probe);
-                publish_list(g, point, list);
+            if let Err(e) = join(g, point, probe) {
+                free_probe();
+                if raise {
+                    refresh_post(point);
+                }
+                return Err(e);
             }
             point
         }
@@ -562,27 +624,24 @@ fn register_locked(
                     }
                 }
             };
-            let made = ProbeList::with_capacity(1).and_then(|list| {
-                list.try_push(probe);
-                let point = KBox::new(
-                    Point {
-                        addr,
-                        insn,
-                        ftrace,
-                        list: AtomicPtr::new(null_mut()),
-                        armed: AtomicBool::new(false),
-                        opt: UnsafeCell::new(arch::OptInsn::NONE),
-                        opt_resume: AtomicUsize::new(0),
-                        opt_jumped: AtomicBool::new(false),
-                        opt_refused: AtomicU32::new(0),
-                        next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
-                    },
-                    GFP_KERNEL,
-                )?;
-                // Only now that nothing can fail does the list change hands.
-                point.list.store(KBox::into_raw(list), Ordering::Relaxed);
-                Ok(point)
-            });
+            let made = KBox::new(
+                Point {
+                    addr,
+                    insn,
+                    ftrace,
+                    single: AtomicPtr::new(probe),
+                    list: AtomicPtr::new(null_mut()),
+                    post: AtomicBool::new(needs_step(p) && !disabled),
+                    armed: AtomicBool::new(false),
+                    opt: UnsafeCell::new(arch::OptInsn::NONE),
+                    opt_resume: AtomicUsize::new(0),
+                    opt_jumped: AtomicBool::new(false),
+                    opt_refused: AtomicU32::new(0),
+                    next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
+                },
+                GFP_KERNEL,
+            )
+            .map_err(Error::from);
             let point = match made {
                 Ok(b) => KBox::into_raw(b),
                 Err(e) => {
@@ -644,8 +703,11 @@ impl Retired {
             // SAFETY: unlinked, and a grace period passed: nothing refers
             // to it or its list any more.
             let b = unsafe { KBox::from_raw(self.point) };
-            // SAFETY: as above, for its list.
-            drop(unsafe { KBox::from_raw(b.list.load(Ordering::Relaxed)) });
+            let list = b.list.load(Ordering::Relaxed);
+            if !list.is_null() {
+                // SAFETY: as above, for its list.
+                drop(unsafe { KBox::from_raw(list) });
+            }
             arch::release(b.insn);
         }
     }
@@ -665,8 +727,16 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
     // SAFETY: `probe` is live.
     unsafe { (*probe).point.store(null_mut(), Ordering::Release) };
     let list = point.list();
-    list.remove(probe);
-    if list.live() == 0 {
+    let left = match list {
+        Some(list) => {
+            list.remove(probe);
+            list.live()
+        }
+        // The only probe: the point goes (`single` stays, never read again
+        // once the point is unlinked).
+        None => 0,
+    };
+    if left == 0 {
         if point.armed.load(Ordering::Relaxed) {
             if let Err(e) = disarm_point(g, point) {
                 // The breakpoint stays: keep the point (and its copy)
@@ -687,10 +757,17 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
             point: pp,
         };
     }
+    // SAFETY: `probe` is live.
+    if unsafe { (*probe).step } {
+        refresh_post(point);
+    }
     let _ = sync_armed(g, point);
     // A list left mostly empty by many removals shrinks (if memory allows;
     // else it just stays larger than needed).
     let mut old_list = null_mut();
+    let Some(list) = list else {
+        return Retired::NOTHING;
+    };
     if list.wants_compaction() {
         if let Ok(new) = list.compacted() {
             old_list = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
@@ -918,15 +995,22 @@ fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
         return Err(EINVAL);
     }
     let pp = probe.point.load(Ordering::Relaxed);
-    if !disabled && needs_step(p) && !pp.is_null() {
+    if !disabled && probe.step && !pp.is_null() {
         // SAFETY: points are live under the lock.
-        optimize::unoptimize(&g, unsafe { &*pp })?;
+        let point = unsafe { &*pp };
+        optimize::unoptimize(&g, point)?;
+        // Before its handlers can run (see `Point::post`).
+        point.post.store(true, Ordering::Relaxed);
     }
     probe.disabled.store(disabled, Ordering::Relaxed);
     if disabled {
         p.flags |= KP_FLAG_DISABLED;
     } else {
         p.flags &= !KP_FLAG_DISABLED;
+    }
+    if disabled && probe.step && !pp.is_null() {
+        // SAFETY: points are live under the lock.
+        refresh_post(unsafe { &*pp });
     }
     if !pp.is_null() {
         // SAFETY: points are live under the lock.
@@ -1002,7 +1086,11 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
     loop {
         let mut victim: *mut Probe = null_mut();
         for_each_probe(&g, |q| {
-            if q.owner_addrs.iter().any(|&a| a != 0 && within(a)) {
+            // SAFETY: the client's struct is valid while registered.
+            if owner_addrs(unsafe { &*q.user })
+                .iter()
+                .any(|&a| a != 0 && within(a))
+            {
                 victim = q as *const Probe as *mut Probe;
             }
         });
@@ -1051,6 +1139,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
         unlink(&g, point);
         free_point(&g, point);
     }
+    crate::ftrace::module_going(&g, module);
 }
 
 /// Unregisters every probe at engine unload. Only a client bug leaves one
@@ -1120,12 +1209,7 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
                     write!(w, "  [BOOSTED]")?;
                 }
             }
-            writeln!(
-                w,
-                "  hits={} missed={}",
-                q.hits.sum(),
-                q.missed.load(Ordering::Relaxed)
-            )
+            writeln!(w, "  hits={} missed={}", q.hits.sum(), q.missed())
         })();
     });
     r

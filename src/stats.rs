@@ -11,11 +11,18 @@ use kernel::prelude::*;
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
-    let (probes, points, slots, instances) = {
+    let (probes, points, slots, instances, (direct, parked)) = {
         let g = crate::registry::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
         let slots = crate::slots::in_use();
-        (probes, points, slots, crate::kretprobe::instances(&g))
+        let sites = crate::ftrace::direct_sites(&g);
+        (
+            probes,
+            points,
+            slots,
+            crate::kretprobe::instances(&g),
+            sites,
+        )
     };
     KpStats {
         probes: probes as _,
@@ -24,6 +31,8 @@ pub(crate) fn get() -> KpStats {
         kretprobe_instances: instances as _,
         events: crate::events::count() as _,
         step_traps: crate::percpu::step_traps(),
+        ftrace_direct: direct as _,
+        ftrace_parked: parked as _,
     }
 }
 
@@ -35,7 +44,9 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "slots {}", s.slots)?;
     writeln!(w, "kretprobe_instances {}", s.kretprobe_instances)?;
     writeln!(w, "events {}", s.events)?;
-    writeln!(w, "step_traps {}", s.step_traps)
+    writeln!(w, "step_traps {}", s.step_traps)?;
+    writeln!(w, "ftrace_direct {}", s.ftrace_direct)?;
+    writeln!(w, "ftrace_parked {}", s.ftrace_parked)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

@@ -129,6 +129,9 @@ fn run<S>(
             kp_expect_eq!(t, r, ENOMEM, "{}: allocation {} failed", what, n);
             failed += 1;
         }
+        // A function entry's ftrace site stays parked for a while after
+        // its last probe went (`kp_ftrace_release()`).
+        kp::ftrace_release();
         let now = held(&kp::stats());
         kp_expect_eq!(
             t,

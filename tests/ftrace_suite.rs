@@ -8,6 +8,11 @@
 //! int3), the post handler ip past the site's instruction, redirection
 //! honoured, kretprobes on the same entry.
 //!
+//! On x86_64 the site becomes a direct call to the engine's trampoline,
+//! kept (parked) for a while after its last probe goes; where someone else
+//! holds the function's direct call, the engine's shared ftrace_ops serves
+//! it instead (`src/ftrace.c`).
+//!
 //! The target is `jiffies_to_msecs()` (traced: it starts with an ftrace
 //! call site on x86_64), which the rest of the kernel may call at the same
 //! time: handlers act only on this suite's own argument value.
@@ -20,6 +25,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 extern "C" {
     fn jiffies_to_msecs(j: usize) -> u32;
+    fn kp_test_foreign_direct(ip: usize, on: bool) -> kernel::ffi::c_int;
 }
 
 /// The argument the handlers look for (no one else converts this many
@@ -213,12 +219,174 @@ fn ftrace_entry_kretprobe_and_aggregate(t: &mut Test) {
     kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 2);
 }
 
+/// The five bytes at `site` (x86_64's ftrace site), as a little-endian
+/// integer.
+fn site_bytes(site: usize) -> u64 {
+    // SAFETY: kernel text, mapped and readable; 8 bytes are within the
+    // function.
+    let w = unsafe { core::ptr::read_volatile(site as *const u64) };
+    w & 0xff_ffff_ffff
+}
+
+/// `call target` at `site`, as [`site_bytes`] shows it.
+fn call_bytes(site: usize, target: usize) -> u64 {
+    let rel = (target as i64 - (site as i64 + 5)) as i32 as u32;
+    0xe8 | (u64::from(rel) << 8)
+}
+
+/// ftrace's NOP at an untraced site (`nopl 0x0(%rax,%rax,1)`).
+const FTRACE_NOP: u64 = 0x00_44_1f_0f;
+
+/// The site of `jiffies_to_msecs()`: its entry, or past its `endbr64`.
+fn entry_site() -> usize {
+    let f = kp::lookup_symbol(c"jiffies_to_msecs").map_or(0, |s| s.addr);
+    // SAFETY: kernel text.
+    let w = unsafe { core::ptr::read_volatile(f as *const u32) };
+    if w == 0xfa1e_0ff3 {
+        f + 4
+    } else {
+        f
+    }
+}
+
+/// Waits up to `ms` milliseconds for no parked site; true if so.
+fn wait_unparked(ms: u32) -> bool {
+    for _ in 0..ms / 20 {
+        if kp::stats().ftrace_parked == 0 {
+            return true;
+        }
+        // SAFETY: process context.
+        unsafe { kernel::bindings::msleep(20) };
+    }
+    kp::stats().ftrace_parked == 0
+}
+
+/// x86_64: an entry probe's site calls the engine's trampoline directly;
+/// after the last probe goes the site stays (parked, still correct), is
+/// reused by the next probe, is taken down by the engine's worker after
+/// about two seconds or at once by `kp_ftrace_release()`, and then holds
+/// ftrace's NOP again. arm64: no ftrace path, no direct site.
+fn ftrace_direct_site_lifecycle(t: &mut Test) {
+    if !cfg!(CONFIG_X86_64) {
+        let p = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false));
+        kp_expect!(t, p.is_ok_and(|p| !p.probe().is_ftrace()));
+        kp_expect_eq!(t, kp::stats().ftrace_direct, 0);
+        return;
+    }
+    kp::ftrace_release();
+    let s0 = kp::stats();
+    kp_expect_eq!(t, s0.ftrace_parked, 0);
+    let site = entry_site();
+    kp_expect_eq!(
+        t,
+        site_bytes(site),
+        FTRACE_NOP,
+        "untraced site at {:#x}",
+        site
+    );
+    let tramp = kp::lookup_symbol(c"kp_x86_ftrace_direct").map_or(0, |s| s.addr);
+    kp_expect!(t, tramp != 0);
+    let want = call(OURS);
+
+    let Ok(p) = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false)) else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    kp_expect_eq!(t, p.addr(), site);
+    let s1 = kp::stats();
+    kp_expect_eq!(t, s1.ftrace_direct, s0.ftrace_direct + 1);
+    kp_expect_eq!(t, s1.ftrace_parked, 0);
+    kp_expect_eq!(t, site_bytes(site), call_bytes(site, tramp), "direct call");
+    kp_expect_eq!(t, call(OURS), want);
+    kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, p.handler().post.load(Ordering::SeqCst), 1);
+    drop(p);
+
+    // Parked: still the direct call, no probe, the function unchanged.
+    let s2 = kp::stats();
+    kp_expect_eq!(t, s2.ftrace_direct, s1.ftrace_direct);
+    kp_expect_eq!(t, s2.ftrace_parked, 1);
+    kp_expect_eq!(t, site_bytes(site), call_bytes(site, tramp));
+    kp_expect_eq!(t, call(OURS), want);
+
+    // Reused by the next probe.
+    let Ok(p) = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false)) else {
+        kp_expect!(t, false, "register again");
+        return;
+    };
+    let s3 = kp::stats();
+    kp_expect_eq!(t, s3.ftrace_direct, s1.ftrace_direct);
+    kp_expect_eq!(t, s3.ftrace_parked, 0);
+    kp_expect_eq!(t, call(OURS), want);
+    kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 1);
+    drop(p);
+
+    // The worker takes it down (two seconds parked, then a tasks-RCU wait).
+    kp_expect!(t, wait_unparked(10_000), "parked site reaped");
+    kp_expect_eq!(t, kp::stats().ftrace_direct, s0.ftrace_direct);
+    kp_expect_eq!(t, site_bytes(site), FTRACE_NOP, "NOP back");
+    kp_expect_eq!(t, call(OURS), want);
+
+    // kp_ftrace_release() does it at once.
+    let p = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false));
+    kp_expect!(t, p.is_ok());
+    drop(p);
+    kp_expect_eq!(t, kp::stats().ftrace_parked, 1);
+    kp_expect_eq!(t, kp::ftrace_release(), 1);
+    kp_expect_eq!(t, kp::stats().ftrace_parked, 0);
+    kp_expect_eq!(t, kp::stats().ftrace_direct, s0.ftrace_direct);
+    kp_expect_eq!(t, site_bytes(site), FTRACE_NOP);
+}
+
+/// x86_64: with someone else's direct call on the function (a BPF
+/// trampoline would hold one), the engine serves the entry through its
+/// shared ftrace_ops: same handler view, and both run.
+fn ftrace_entry_beside_foreign_direct(t: &mut Test) {
+    if !cfg!(CONFIG_X86_64) {
+        // SAFETY: a query that fails without direct calls.
+        kp_expect!(t, unsafe { kp_test_foreign_direct(0, true) } != 0);
+        return;
+    }
+    kp::ftrace_release();
+    let site = entry_site();
+    // SAFETY: `site` is the function's ftrace site.
+    let r = unsafe { kp_test_foreign_direct(site, true) };
+    kp_expect_eq!(t, r, 0, "foreign direct call");
+    if r != 0 {
+        return;
+    }
+    let s0 = kp::stats();
+    let want = call(OURS);
+    let p = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false));
+    if let Ok(p) = &p {
+        kp_expect!(t, p.probe().is_ftrace());
+        kp_expect_eq!(t, kp::stats().ftrace_direct, s0.ftrace_direct, "not direct");
+        kp_expect_eq!(t, call(OURS), want);
+        let h = p.handler();
+        kp_expect_eq!(t, h.pre.load(Ordering::SeqCst), 1);
+        kp_expect_eq!(t, h.post.load(Ordering::SeqCst), 1);
+        kp_expect_eq!(t, h.pre_ip.load(Ordering::SeqCst), site + PRE_IP_OFFSET);
+        kp_expect_eq!(t, h.post_ip.load(Ordering::SeqCst), site + 5);
+    } else {
+        kp_expect!(t, false, "register beside a foreign direct call");
+    }
+    drop(p);
+    // Nothing parked: the shared ops let go of the site at once.
+    kp_expect_eq!(t, kp::stats().ftrace_parked, 0);
+    // SAFETY: registered above.
+    kp_expect_eq!(t, unsafe { kp_test_foreign_direct(site, false) }, 0);
+    kp_expect_eq!(t, site_bytes(site), FTRACE_NOP);
+    kp_expect_eq!(t, call(OURS), want);
+}
+
 kunit_suite!(
     kp_ftrace,
     "kp_ftrace",
     [
         ftrace_entry_pre_post,
         ftrace_entry_redirect,
-        ftrace_entry_kretprobe_and_aggregate
+        ftrace_entry_kretprobe_and_aggregate,
+        ftrace_direct_site_lifecycle,
+        ftrace_entry_beside_foreign_direct
     ]
 );

@@ -15,7 +15,10 @@
  *   allocation from now that consults failslab or fail_page_alloc fails;
  * - a kthread that leaves through kthread_exit() from inside a function the
  *   kp_kret suite probes, waited for until it is dead (get_task_struct()
- *   is an inline).
+ *   is an inline);
+ * - someone else's ftrace direct call (x86_64; what a BPF trampoline
+ *   holds) on a function, for the kp_ftrace case where the engine cannot
+ *   have the direct call there.
  */
 #include <linux/module.h>
 #include <linux/delay.h>
@@ -24,6 +27,7 @@
 #include <linux/sched.h>
 #include <linux/kthread.h>
 #include <linux/sched/task.h>
+#include <linux/ftrace.h>
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
 #include <asm/apic.h>
@@ -235,5 +239,49 @@ int kp_test_nmi_fire(void)
 		udelay(1);
 	atomic_set(&kp_nmi_wanted, 0);
 	return atomic_read(&kp_nmi_ran) == before ? -ETIMEDOUT : 0;
+}
+#endif
+
+int kp_test_foreign_direct(unsigned long ip, bool on);
+
+#if defined(CONFIG_X86_64) && defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS)
+/* A direct trampoline that does nothing: back to the function. */
+asm(".pushsection .text, \"ax\"\n"
+    ".globl kp_test_direct_tramp\n"
+    ".type kp_test_direct_tramp, @function\n"
+    "kp_test_direct_tramp:\n"
+    "ret\n"
+    "int3\n"
+    ".size kp_test_direct_tramp, . - kp_test_direct_tramp\n"
+    ".popsection\n"
+    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"\n"
+    ".long kp_test_direct_tramp - .\n"
+    ".popsection\n");
+void kp_test_direct_tramp(void);
+
+static struct ftrace_ops kp_test_direct_ops;
+
+/* Puts (on) or takes away (!on) a direct call to a no-op trampoline at the
+ * ftrace site ip: 0 or an errno. */
+int kp_test_foreign_direct(unsigned long ip, bool on)
+{
+	int ret;
+
+	if (!on)
+		return unregister_ftrace_direct(&kp_test_direct_ops,
+						(unsigned long)kp_test_direct_tramp, true);
+	memset(&kp_test_direct_ops, 0, sizeof(kp_test_direct_ops));
+	ret = ftrace_set_filter_ip(&kp_test_direct_ops, ip, 0, 0);
+	if (ret)
+		return ret;
+	ret = register_ftrace_direct(&kp_test_direct_ops, (unsigned long)kp_test_direct_tramp);
+	if (ret)
+		ftrace_free_filter(&kp_test_direct_ops);
+	return ret;
+}
+#else
+int kp_test_foreign_direct(unsigned long ip, bool on)
+{
+	return -EOPNOTSUPP;
 }
 #endif

@@ -302,10 +302,11 @@ fn mass_probes_under_workload(t: &mut Test) {
         let _ = krets.push(k, GFP_KERNEL);
     }
     t.info(format_args!(
-        "{} kretprobes on leaf functions after {} tries ({} refused)",
+        "{} kretprobes on leaf functions after {} tries ({} refused); {} entry sites called directly",
         krets.len(),
         kattempts,
-        krefused
+        krefused,
+        kp::stats().ftrace_direct
     ));
     kp_expect_eq!(t, krets.len(), KRETPROBES);
 
@@ -397,7 +398,14 @@ fn mass_probes_under_workload(t: &mut Test) {
     kp_expect_eq!(t, LATE_CALLS.load(Ordering::SeqCst), 0);
     kp_expect!(t, probes.iter().all(|m| m.kp.kp_private.is_null()));
 
-    // Every byte of the region as it was.
+    // Every byte of the region as it was (entry sites parked after their
+    // last probe went are released first).
+    let parked = kp::stats().ftrace_parked;
+    t.info(format_args!(
+        "{} parked ftrace sites, {} released",
+        parked,
+        kp::ftrace_release()
+    ));
     let Some(after) = read_text(region_start, region_len) else {
         kp_expect!(t, false, "cannot read the candidate text again");
         return;

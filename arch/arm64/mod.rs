@@ -72,6 +72,37 @@ pub(crate) use kretprobe::{
 /// an address is refused when a site lies within the next 12 bytes.
 pub(crate) const FTRACE_GUARD: usize = 12;
 
+extern "C" {
+    fn kp_helper_this_cpu_ptr(p: *mut core::ffi::c_void) -> *mut core::ffi::c_void;
+    fn kp_helper_counter_inc(c: *mut u64);
+}
+
+/// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`). Through C:
+/// arm64 finds its per-CPU offset in `TPIDR_EL1` or `TPIDR_EL2` (VHE), a
+/// choice the kernel patches in at boot.
+///
+/// # Safety
+///
+/// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
+/// preemption off) while it uses the result.
+#[inline(always)]
+pub(crate) unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
+    // SAFETY: per the function's contract.
+    unsafe { kp_helper_this_cpu_ptr(p.cast()).cast() }
+}
+
+/// Adds one to this CPU's copy of the per-CPU counter `c`
+/// (`__this_cpu_inc()`).
+///
+/// # Safety
+///
+/// `c` is a live per-CPU `u64`; interrupts are off.
+#[inline(always)]
+pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
+    // SAFETY: per the function's contract.
+    unsafe { kp_helper_counter_inc(c) };
+}
+
 /// Jump optimization: none on arm64 yet (a branch-based detour is
 /// possible for boostable sites within a `B`'s reach; see README, Known
 /// limits).

@@ -103,6 +103,7 @@ extern "C" {
 /// # Safety
 ///
 /// `regs` is the `pt_regs` such a trampoline built; interrupts are off.
+#[inline(always)]
 unsafe fn tramp_enter<'a>(regs: *mut bindings::pt_regs) -> (&'a mut bindings::pt_regs, TrampFrame) {
     #[cfg(CONFIG_TRACE_IRQFLAGS)]
     // SAFETY: interrupts are off.
@@ -129,6 +130,7 @@ unsafe fn tramp_enter<'a>(regs: *mut bindings::pt_regs) -> (&'a mut bindings::pt
 /// # Safety
 ///
 /// As for [`tramp_enter`], which gave `frame`.
+#[inline(always)]
 unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
     // SAFETY: the slot is the return address of the trampoline's `ret`.
     unsafe { *frame.resume_slot = to };
@@ -145,6 +147,7 @@ unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
 mod emulate;
+mod ftrace;
 mod kretprobe;
 mod opt;
 mod post;
@@ -163,6 +166,54 @@ pub(crate) use kretprobe::{
 /// How far before an ftrace call site its bytes reach: none on x86_64 (the
 /// 5-byte site itself is checked).
 pub(crate) const FTRACE_GUARD: usize = 0;
+
+extern "C" {
+    /// This CPU's per-CPU offset, itself a per-CPU variable (exported).
+    static this_cpu_off: usize;
+}
+
+/// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`), inline:
+/// the hit paths use it on every hit, where a call into C costs more under
+/// QEMU's TCG than the access.
+///
+/// # Safety
+///
+/// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
+/// preemption off) while it uses the result.
+#[inline(always)]
+pub(crate) unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
+    let off: usize;
+    // SAFETY: `%gs` is this CPU's per-CPU base; `this_cpu_off` is a per-CPU
+    // variable (what `this_cpu_read(this_cpu_off)` reads).
+    unsafe {
+        core::arch::asm!(
+            "mov {off}, qword ptr gs:[{var}]",
+            off = out(reg) off,
+            var = in(reg) core::ptr::addr_of!(this_cpu_off),
+            options(nostack, readonly, preserves_flags),
+        )
+    };
+    p.wrapping_byte_add(off)
+}
+
+/// Adds one to this CPU's copy of the per-CPU counter `c`
+/// (`__this_cpu_inc()`: one `inc` relative to `%gs`, no lock prefix).
+///
+/// # Safety
+///
+/// `c` is a live per-CPU `u64`; interrupts are off (no other writer on this
+/// CPU).
+#[inline(always)]
+pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
+    // SAFETY: per the function's contract.
+    unsafe {
+        core::arch::asm!(
+            "inc qword ptr gs:[{c}]",
+            c = in(reg) c,
+            options(nostack),
+        )
+    };
+}
 
 pub(crate) use opt::OptInsn;
 
@@ -296,10 +347,12 @@ fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     Ok(buf)
 }
 
-/// Where a probe asked for at a function's entry really goes: past `endbr64`
-/// and past the ftrace call site, whose bytes belong to ftrace (it rewrites
-/// them at any time). The kernel's kprobes use ftrace there instead; until
-/// this engine has its ftrace path, it probes the first real instruction.
+/// Where a probe asked for at a function's entry goes when it does not
+/// take the ftrace path (debugfs `ftrace` 0): past `endbr64` and past the
+/// ftrace call site, whose bytes belong to ftrace (it rewrites them at any
+/// time, and they may call anything: ftrace's trampolines, a BPF
+/// trampoline, this engine's parked direct sites). The first real
+/// instruction is probed.
 pub(crate) fn entry_probe_address(start: usize, size: usize) -> usize {
     let Ok(b) = read_text(start) else {
         return start;
@@ -308,7 +361,10 @@ pub(crate) fn entry_probe_address(start: usize, size: usize) -> usize {
     if b[..4] == ENDBR64 {
         at = 4;
     }
-    if b[at..at + 5] == FTRACE_NOP || b[at] == CALL_REL32 && is_ftrace_call(start + at, &b[at..]) {
+    if crate::symbols::is_ftrace_site(start + at)
+        || b[at..at + 5] == FTRACE_NOP
+        || b[at] == CALL_REL32 && is_ftrace_call(start + at, &b[at..])
+    {
         at += 5;
     }
     if at < size {
