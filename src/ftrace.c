@@ -38,6 +38,7 @@
 #include <linux/ptrace.h>
 #include <linux/slab.h>
 #include <linux/trace_recursion.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 
 #include "helpers.h"
@@ -129,16 +130,31 @@ void kp_x86_ftrace_direct(void);
 
 struct kp_direct {
 	struct ftrace_ops ops;
-	struct hlist_node node;		/* kp_direct_table, by ip */
-	struct list_head park;		/* kp_parked, oldest first, while parked */
+	struct hlist_node node;		/* kp_direct_table, by ip, until dying */
+	struct list_head park;		/* kp_parked (oldest first) or kp_dying */
 	unsigned long ip;
 	unsigned long parked_at;	/* jiffies */
 	bool parked;
 };
 
+/* Armed and parked sites (registration lock). */
 static DEFINE_HASHTABLE(kp_direct_table, 7);
 static LIST_HEAD(kp_parked);
-static unsigned int kp_direct_count, kp_parked_count;
+static unsigned int kp_parked_count;
+/* Every site until it is freed, dying ones too (the cap). */
+static atomic_t kp_direct_count = ATOMIC_INIT(0);
+
+/*
+ * Sites out of the table on their way down: the worker unregisters them
+ * without the registration lock (a tasks-RCU wait each), so that
+ * registrations do not wait for it. kp_dying_mutex guards the list and
+ * kp_reaping_ip, the site being unregistered (0: none); kp_reap_wq wakes
+ * up who waits for that one to be gone.
+ */
+static DEFINE_MUTEX(kp_dying_mutex);
+static LIST_HEAD(kp_dying);
+static unsigned long kp_reaping_ip;
+static DECLARE_WAIT_QUEUE_HEAD(kp_reap_wq);
 
 static void kp_reap_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(kp_reap_work, kp_reap_fn);
@@ -173,12 +189,12 @@ static int kp_direct_new(unsigned long ip)
 	d->ip = ip;
 	INIT_LIST_HEAD(&d->park);
 	hash_add(kp_direct_table, &d->node, ip);
-	kp_direct_count++;
+	atomic_inc(&kp_direct_count);
 	return 0;
 }
 
-/* Takes a parked site down (a tasks-RCU wait: no task is in the trampoline
- * for it afterwards). */
+/* Takes a site that is out of every list down (a tasks-RCU wait: no task
+ * is in the trampoline for it afterwards) and frees it. */
 static void kp_direct_free(struct kp_direct *d)
 {
 	int ret = unregister_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct, true);
@@ -188,31 +204,81 @@ static void kp_direct_free(struct kp_direct *d)
 		pr_err("kprobes: cannot release the ftrace site %pS: %d\n", (void *)d->ip, ret);
 		return;
 	}
-	hash_del(&d->node);
-	list_del(&d->park);
-	kp_parked_count--;
-	kp_direct_count--;
+	atomic_dec(&kp_direct_count);
 	kfree(d);
+}
+
+/* Moves a parked site out of the table onto the dying list. Registration
+ * lock held. */
+static void kp_direct_doom(struct kp_direct *d)
+{
+	hash_del(&d->node);
+	kp_parked_count--;
+	mutex_lock(&kp_dying_mutex);
+	list_move_tail(&d->park, &kp_dying);
+	mutex_unlock(&kp_dying_mutex);
+}
+
+/* Takes down the dying sites matching mod (every one for NULL) and waits
+ * for the one the worker is taking down, if it matches. */
+static int kp_dying_drain(struct module *mod)
+{
+	struct kp_direct *d, *t;
+	LIST_HEAD(mine);
+	int n = 0;
+
+	mutex_lock(&kp_dying_mutex);
+	list_for_each_entry_safe(d, t, &kp_dying, park)
+		if (!mod || within_module(d->ip, mod))
+			list_move_tail(&d->park, &mine);
+	mutex_unlock(&kp_dying_mutex);
+	list_for_each_entry_safe(d, t, &mine, park) {
+		list_del_init(&d->park);
+		kp_direct_free(d);
+		n++;
+	}
+	wait_event(kp_reap_wq, ({
+		unsigned long ip = READ_ONCE(kp_reaping_ip);
+
+		!ip || (mod && !within_module(ip, mod));
+	}));
+	return n;
 }
 
 static void kp_reap_fn(struct work_struct *work)
 {
-	struct kp_direct *d;
+	struct kp_direct *d, *t;
+	unsigned long next = 0;
 
+	/* Sites parked long enough leave the table. */
 	kp_helper_reg_lock();
-	d = list_first_entry_or_null(&kp_parked, struct kp_direct, park);
-	if (d) {
+	list_for_each_entry_safe(d, t, &kp_parked, park) {
 		unsigned long due = d->parked_at + KP_PARK_DELAY;
 
 		if (time_before(jiffies, due)) {
-			schedule_delayed_work(&kp_reap_work, due - jiffies);
-		} else {
-			kp_direct_free(d);
-			if (!list_empty(&kp_parked))
-				schedule_delayed_work(&kp_reap_work, 0);
+			next = due - jiffies;
+			break;
 		}
+		kp_direct_doom(d);
 	}
 	kp_helper_reg_unlock();
+	/* Then go, one at a time, without the registration lock. */
+	for (;;) {
+		mutex_lock(&kp_dying_mutex);
+		d = list_first_entry_or_null(&kp_dying, struct kp_direct, park);
+		if (d) {
+			list_del_init(&d->park);
+			WRITE_ONCE(kp_reaping_ip, d->ip);
+		}
+		mutex_unlock(&kp_dying_mutex);
+		if (!d)
+			break;
+		kp_direct_free(d);
+		WRITE_ONCE(kp_reaping_ip, 0);
+		wake_up_all(&kp_reap_wq);
+	}
+	if (next)
+		schedule_delayed_work(&kp_reap_work, next);
 }
 
 /* 1: armed as a direct site, 0: not attempted or -EBUSY (use the shared
@@ -230,8 +296,9 @@ static int kp_direct_arm(unsigned long ip)
 		}
 		return 1;
 	}
-	if (kp_direct_count >= KP_DIRECT_MAX)
+	if (atomic_read(&kp_direct_count) >= KP_DIRECT_MAX)
 		return 0;
+	/* -EBUSY: someone else's direct call, or one of ours still dying. */
 	ret = kp_direct_new(ip);
 	if (ret == -EBUSY)
 		return 0;
@@ -256,40 +323,40 @@ static bool kp_direct_disarm(unsigned long ip)
 	return true;
 }
 
+/* Registration lock held. */
 void kp_ftrace_module_going(struct module *mod)
 {
 	struct kp_direct *d, *t;
 
 	list_for_each_entry_safe(d, t, &kp_parked, park)
 		if (within_module(d->ip, mod))
-			kp_direct_free(d);
+			kp_direct_doom(d);
+	kp_dying_drain(mod);
 }
 
+/* Registration lock held. */
 static int kp_release_parked(void)
 {
 	struct kp_direct *d, *t;
-	int n = 0;
 
-	kp_helper_reg_lock();
-	list_for_each_entry_safe(d, t, &kp_parked, park) {
-		kp_direct_free(d);
-		n++;
-	}
-	kp_helper_reg_unlock();
-	return n;
+	list_for_each_entry_safe(d, t, &kp_parked, park)
+		kp_direct_doom(d);
+	return kp_dying_drain(NULL);
 }
 
 void kp_ftrace_exit(void)
 {
 	/* The worker takes the registration lock: not held here. */
 	cancel_delayed_work_sync(&kp_reap_work);
+	kp_helper_reg_lock();
 	kp_release_parked();
+	kp_helper_reg_unlock();
 }
 
 unsigned int kp_ftrace_direct_sites(unsigned int *parked)
 {
 	*parked = kp_parked_count;
-	return kp_direct_count;
+	return atomic_read(&kp_direct_count);
 }
 #else
 static int kp_release_parked(void)
@@ -322,12 +389,14 @@ unsigned int kp_ftrace_direct_sites(unsigned int *parked)
 }
 #endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
 
+/* 1: the site calls the engine's trampoline, 0: through the shared ops,
+ * < 0: error. */
 int kp_ftrace_arm(unsigned long ip)
 {
 	int ret = kp_direct_arm(ip);
 
 	if (ret)
-		return ret < 0 ? ret : 0;
+		return ret;
 	return kp_shared_arm(ip);
 }
 
@@ -341,7 +410,12 @@ int kp_ftrace_disarm(unsigned long ip)
 /* include/kp_kprobes.h */
 int kp_ftrace_release(void)
 {
-	return kp_release_parked();
+	int n;
+
+	kp_helper_reg_lock();
+	n = kp_release_parked();
+	kp_helper_reg_unlock();
+	return n;
 }
 #else
 /* Without full registers at ftrace sites (arm64 of 6.12), entry probes use

@@ -49,16 +49,16 @@ pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// Adds `addr` (an ftrace call site) to the engine's ftrace filter.
-/// Registration lock held.
-pub(crate) fn arm(addr: usize) -> Result {
+/// Makes the ftrace call site `addr` call the engine: directly (true) or
+/// through the shared `ftrace_ops` (false). Registration lock held.
+pub(crate) fn arm(addr: usize) -> Result<bool> {
     // SAFETY: process context, registration lock held (the C side counts).
     let r = unsafe { kp_ftrace_arm(addr) };
-    if r != 0 {
+    if r < 0 {
         pr_err!("ftrace: cannot trace {:#x}: {}\n", addr, r);
         return Err(Error::from_errno(r));
     }
-    Ok(())
+    Ok(r == 1)
 }
 
 /// Removes `addr` from the filter. Registration lock held.

@@ -113,23 +113,25 @@ static REDIRECT_REFUSED: core::sync::atomic::AtomicBool =
 pub(crate) extern "C" fn kp_ftrace_hit(ip: usize, regs: *mut bindings::pt_regs) {
     // SAFETY: the ftrace callback passes its saved registers, ours to use;
     // it disabled interrupts.
-    unsafe { on_ftrace(ip, &mut *regs) }
+    unsafe { on_ftrace(ip, &mut *regs, false) }
 }
 
-/// The ftrace call site `ip` was reached with `regs` (the `ftrace_ops`
-/// callback above, or the x86_64 direct-call trampoline): see
-/// [`kp_ftrace_hit`]. On return `regs.ip` is where to resume: as it came
-/// unless a pre handler redirected.
+/// The ftrace call site `ip` was reached with `regs`, through the shared
+/// `ftrace_ops` callback above or (`direct`) the x86_64 direct-call
+/// trampoline: see [`kp_ftrace_hit`]. On return `regs.ip` is where to
+/// resume: as it came unless a pre handler redirected.
 ///
 /// # Safety
 ///
 /// Interrupts are off.
 #[inline(always)]
-pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs) {
-    // A parked direct site (`src/ftrace.c`) calls in with no probe there,
-    // or with a point that is not armed (debugfs `enabled` 0).
-    let Some(point) = registry::lookup(ip).filter(|p| p.ftrace && p.armed.load(Ordering::Relaxed))
-    else {
+pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: bool) {
+    // A parked or dying direct site (`src/ftrace.c`) calls in with no probe
+    // there, with a point that is not armed (debugfs `enabled` 0), or with
+    // one served the other way.
+    let Some(point) = registry::lookup(ip).filter(|p| {
+        p.ftrace && p.armed.load(Ordering::Relaxed) && p.direct.load(Ordering::Relaxed) == direct
+    }) else {
         return;
     };
     // SAFETY: interrupts are off (the caller's contract).

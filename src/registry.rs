@@ -98,6 +98,11 @@ pub(crate) struct Point {
     /// Served by the engine's ftrace_ops (an ftrace call site), not by a
     /// breakpoint.
     pub(crate) ftrace: bool,
+    /// An ftrace point whose site calls the engine's trampoline directly
+    /// (`src/ftrace.c`); false: through the shared `ftrace_ops`. Hits that
+    /// come the other way (a dying direct site of an earlier point at this
+    /// address) are not this point's.
+    pub(crate) direct: AtomicBool,
     /// The only probe here while no second one ever joined (most points:
     /// no list to allocate, and the hit path's fast case); null once
     /// `list` holds the probes.
@@ -414,10 +419,13 @@ fn wants_armed(point: &Point) -> bool {
         && point.probes().any(|p| !p.disabled.load(Ordering::Relaxed))
 }
 
-/// Writes the breakpoint, or adds the ftrace site to the engine's filter.
+/// Writes the breakpoint, or makes the ftrace site call the engine.
 fn arm_point(point: &Point) -> Result {
     if point.ftrace {
-        crate::ftrace::arm(point.addr)
+        let direct = crate::ftrace::arm(point.addr)?;
+        // Before `armed`: which way this point's hits come (`Point::direct`).
+        point.direct.store(direct, Ordering::Relaxed);
+        Ok(())
     } else {
         arch::arm(point.addr, &point.insn)
     }
@@ -629,6 +637,7 @@ fn register_locked(
                     addr,
                     insn,
                     ftrace,
+                    direct: AtomicBool::new(false),
                     single: AtomicPtr::new(probe),
                     list: AtomicPtr::new(null_mut()),
                     post: AtomicBool::new(needs_step(p) && !disabled),

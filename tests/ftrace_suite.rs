@@ -249,16 +249,22 @@ fn entry_site() -> usize {
     }
 }
 
-/// Waits up to `ms` milliseconds for no parked site; true if so.
-fn wait_unparked(ms: u32) -> bool {
+/// Waits up to `ms` milliseconds for no parked site and `direct` direct
+/// sites (the worker takes a parked site out of the table, then down);
+/// true if so.
+fn wait_released(ms: u32, direct: usize) -> bool {
+    let done = || {
+        let s = kp::stats();
+        s.ftrace_parked == 0 && s.ftrace_direct == direct
+    };
     for _ in 0..ms / 20 {
-        if kp::stats().ftrace_parked == 0 {
+        if done() {
             return true;
         }
         // SAFETY: process context.
         unsafe { kernel::bindings::msleep(20) };
     }
-    kp::stats().ftrace_parked == 0
+    done()
 }
 
 /// x86_64: an entry probe's site calls the engine's trampoline directly;
@@ -322,7 +328,11 @@ fn ftrace_direct_site_lifecycle(t: &mut Test) {
     drop(p);
 
     // The worker takes it down (two seconds parked, then a tasks-RCU wait).
-    kp_expect!(t, wait_unparked(10_000), "parked site reaped");
+    kp_expect!(
+        t,
+        wait_released(10_000, s0.ftrace_direct),
+        "parked site reaped"
+    );
     kp_expect_eq!(t, kp::stats().ftrace_direct, s0.ftrace_direct);
     kp_expect_eq!(t, site_bytes(site), FTRACE_NOP, "NOP back");
     kp_expect_eq!(t, call(OURS), want);

@@ -62,7 +62,7 @@ unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
     regs.sp = f.sp;
     regs.ip = f.resume;
     // SAFETY: interrupts are off (the trampoline masked them).
-    unsafe { crate::hit::on_ftrace(f.addr, regs) };
+    unsafe { crate::hit::on_ftrace(f.addr, regs, true) };
     let to = regs.ip;
     // SAFETY: as above.
     unsafe { super::tramp_leave(regs, &f, to) };
