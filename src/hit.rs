@@ -236,12 +236,25 @@ fn run_post(point: &Point, regs: &mut bindings::pt_regs) {
     if !point.post.load(Ordering::Relaxed) {
         return;
     }
+    if let Some(p) = point.single() {
+        post_one(p, regs);
+        return;
+    }
     for p in enabled(point) {
-        // SAFETY: `user` is valid while registered.
-        if let Some(post) = unsafe { (*p.user).post_handler } {
-            // SAFETY: the contract of kp_post_handler_t.
-            unsafe { post(p.user, regs, 0) };
-        }
+        post_one(p, regs);
+    }
+}
+
+/// Runs `p`'s post handler, if it is enabled and has one.
+#[inline(always)]
+fn post_one(p: &Probe, regs: &mut bindings::pt_regs) {
+    if p.disabled.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: `user` is valid while registered.
+    if let Some(post) = unsafe { (*p.user).post_handler } {
+        // SAFETY: the contract of kp_post_handler_t.
+        unsafe { post(p.user, regs, 0) };
     }
 }
 
@@ -375,13 +388,7 @@ fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt
     let next = arch::regs::ip(regs);
     if f.stage == stage::STEPPING {
         // Keep the level while the post handlers run (busy).
-        cpu.set_frame(
-            d - 1,
-            Frame {
-                stage: stage::HANDLERS,
-                ..f
-            },
-        );
+        cpu.set_stage(d - 1, stage::HANDLERS);
         run_post(point, regs);
     }
     cpu.pop();

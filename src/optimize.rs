@@ -64,7 +64,7 @@ fn candidate(point: &Point, epoch: usize) -> bool {
     !point.ftrace
         && point.armed.load(Ordering::Relaxed)
         && point.opt_resume.load(Ordering::Relaxed) == 0
-        && point.opt_refused.load(Ordering::Relaxed) != (epoch as u32).wrapping_add(1)
+        && point.opt_refused.load(Ordering::Relaxed) != (epoch as u16).wrapping_add(1)
         && !point.any_post_handler()
 }
 
@@ -99,7 +99,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
                 }
                 Err((_, true)) => point
                     .opt_refused
-                    .store((epoch as u32).wrapping_add(1), Ordering::Relaxed),
+                    .store((epoch as u16).wrapping_add(1), Ordering::Relaxed),
                 Err((_, false)) => {}
             }
         });

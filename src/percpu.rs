@@ -158,6 +158,16 @@ impl Cpu {
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).frames[i])) }
     }
 
+    /// Changes the stage of frame `i` (a level this trap reserved).
+    #[inline(always)]
+    pub(crate) fn set_stage(self, i: usize, stage: usize) {
+        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
+        unsafe {
+            core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).frames[i].stage), stage)
+        };
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Overwrites frame `i` (a level this trap reserved).
     #[inline(always)]
     pub(crate) fn set_frame(self, i: usize, f: Frame) {

@@ -22,7 +22,7 @@ use crate::arch;
 use crate::{optimize, symbols};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -125,12 +125,18 @@ pub(crate) struct Point {
     pub(crate) opt_resume: AtomicUsize,
     /// Whether the jump is in the text.
     pub(crate) opt_jumped: AtomicBool,
-    /// Epoch + 1 of the optimizer's last refusal (wrapping; 32 bits keep
-    /// `Point` in a smaller slab).
-    pub(crate) opt_refused: AtomicU32,
+    /// Epoch + 1 of the optimizer's last refusal (wrapping: after 65,536
+    /// epochs a stale refusal may skip one attempt, until the next epoch;
+    /// 16 bits keep `Point` within 128 bytes on x86_64).
+    pub(crate) opt_refused: AtomicU16,
     /// Next point in the hash chain.
     next: AtomicPtr<Point>,
 }
+
+// Every registered address holds one `Point`: keep it in kmalloc-128 (the
+// bench's memory row), and a `Probe` in kmalloc-64.
+const _: () = assert!(core::mem::size_of::<Point>() <= 128);
+const _: () = assert!(core::mem::size_of::<Probe>() <= 64);
 
 impl Point {
     /// Whether an enabled probe here has a post or a fault handler (which
@@ -645,7 +651,7 @@ fn register_locked(
                     opt: UnsafeCell::new(arch::OptInsn::NONE),
                     opt_resume: AtomicUsize::new(0),
                     opt_jumped: AtomicBool::new(false),
-                    opt_refused: AtomicU32::new(0),
+                    opt_refused: AtomicU16::new(0),
                     next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
                 },
                 GFP_KERNEL,
