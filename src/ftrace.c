@@ -147,7 +147,9 @@ static atomic_t kp_direct_count = ATOMIC_INIT(0);
 /*
  * Sites out of the table on their way down: the worker unregisters them
  * without the registration lock (a tasks-RCU wait each), so that
- * registrations do not wait for it. kp_dying_mutex guards the list and
+ * registrations that touch no ftrace state do not wait for it (ftrace holds
+ * its own ftrace_lock and direct_mutex through the wait: an entry probe
+ * registered meanwhile waits for that one site). kp_dying_mutex guards the list and
  * kp_reaping_ip, the site being unregistered (0: none); kp_reap_wq wakes
  * up who waits for that one to be gone.
  */
@@ -169,6 +171,18 @@ static struct kp_direct *kp_direct_find(unsigned long ip)
 	return NULL;
 }
 
+/*
+ * Sharing the function with an IPMODIFY ops (livepatch, a kernel kprobe
+ * with a post handler) is fine: ftrace then runs that ops' callback and
+ * jumps to the trampoline with the instruction pointer it chose as the
+ * return address; where that is not the probed site + 5 the engine finds
+ * no probe and goes there.
+ */
+static int kp_direct_ops_func(struct ftrace_ops *ops, enum ftrace_ops_cmd cmd)
+{
+	return 0;
+}
+
 static int kp_direct_new(unsigned long ip)
 {
 	struct kp_direct *d = kzalloc(sizeof(*d), GFP_KERNEL);
@@ -176,11 +190,17 @@ static int kp_direct_new(unsigned long ip)
 
 	if (!d)
 		return -ENOMEM;
+	d->ops.ops_func = kp_direct_ops_func;
 	ret = ftrace_set_filter_ip(&d->ops, ip, 0, 0);
 	if (!ret) {
 		ret = register_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct);
-		if (ret)
+		if (ret) {
+			/* A failure inside ftrace_startup() may have had the
+			 * ops on ftrace's list for a moment, where a CPU in
+			 * ftrace_ops_list_func() can still be looking at it. */
+			synchronize_rcu_tasks_rude();
 			ftrace_free_filter(&d->ops);
+		}
 	}
 	if (ret) {
 		kfree(d);

@@ -484,10 +484,16 @@ fn join(g: &RegGuard, point: &Point, probe: *mut Probe) -> Result {
         }
         return Ok(());
     }
+    let first = point.single.load(Ordering::Relaxed);
+    if first.is_null() {
+        // A point kept with no probe (its text could not be restored).
+        point.single.store(probe, Ordering::Release);
+        return Ok(());
+    }
     // The second probe: the point gets its list. Readers that still see
     // `single` run the first probe only, as before this registration.
     let list = ProbeList::with_capacity(2)?;
-    list.try_push(point.single.load(Ordering::Relaxed));
+    list.try_push(first);
     list.try_push(probe);
     point.list.store(KBox::into_raw(list), Ordering::Release);
     point.single.store(null_mut(), Ordering::Release);
@@ -747,9 +753,13 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
             list.remove(probe);
             list.live()
         }
-        // The only probe: the point goes (`single` stays, never read again
-        // once the point is unlinked).
-        None => 0,
+        // The only probe. The point goes, or, if its text cannot be
+        // restored, stays with no probe: either way no hit may find this
+        // probe from now on (it is freed after the grace period).
+        None => {
+            point.single.store(null_mut(), Ordering::Release);
+            0
+        }
     };
     if left == 0 {
         if point.armed.load(Ordering::Relaxed) {

@@ -26,6 +26,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 extern "C" {
     fn jiffies_to_msecs(j: usize) -> u32;
     fn kp_test_foreign_direct(ip: usize, on: bool) -> kernel::ffi::c_int;
+    fn kp_test_kernel_kprobe(sym: *const core::ffi::c_char, on: bool) -> kernel::ffi::c_int;
+    fn kp_test_kernel_kprobe_hits() -> usize;
 }
 
 /// The argument the handlers look for (no one else converts this many
@@ -389,6 +391,53 @@ fn ftrace_entry_beside_foreign_direct(t: &mut Test) {
     kp_expect_eq!(t, call(OURS), want);
 }
 
+/// A kprobe of the kernel's own with a post handler (an IPMODIFY ftrace
+/// user) on the same entry as the engine's probe: both register, whichever
+/// comes first (x86_64: beside the engine's direct call), and both see the
+/// call.
+fn ftrace_entry_beside_kernel_kprobe(t: &mut Test) {
+    let want = call(OURS);
+    for ours_first in [true, false] {
+        // No parked site: each order registers ftrace's side from scratch.
+        kp::ftrace_release();
+        let sym = c"jiffies_to_msecs";
+        let mut p = None;
+        if ours_first {
+            p = kp::Kprobe::register(Target::Symbol(sym), entry(false)).ok();
+        }
+        // SAFETY: a static NUL-terminated name; unregistered below.
+        let r = unsafe { kp_test_kernel_kprobe(sym.as_ptr(), true) };
+        kp_expect_eq!(t, r, 0, "the kernel's kprobe (ours first: {})", ours_first);
+        if !ours_first {
+            p = kp::Kprobe::register(Target::Symbol(sym), entry(false)).ok();
+        }
+        kp_expect!(t, p.is_some(), "our probe (ours first: {})", ours_first);
+        kp_expect_eq!(t, call(OURS), want);
+        if let Some(p) = &p {
+            kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 1);
+            kp_expect_eq!(t, p.handler().post.load(Ordering::SeqCst), 1);
+            kp_expect_eq!(
+                t,
+                p.handler().pre_ip.load(Ordering::SeqCst),
+                p.addr() + PRE_IP_OFFSET
+            );
+        }
+        if r == 0 {
+            // SAFETY: a plain counter.
+            kp_expect!(t, unsafe { kp_test_kernel_kprobe_hits() } >= 1);
+            // SAFETY: registered above.
+            unsafe { kp_test_kernel_kprobe(sym.as_ptr(), false) };
+        }
+        // Ours alone again.
+        kp_expect_eq!(t, call(OURS), want);
+        if let Some(p) = &p {
+            kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 2);
+        }
+        drop(p);
+    }
+    kp::ftrace_release();
+}
+
 kunit_suite!(
     kp_ftrace,
     "kp_ftrace",
@@ -397,6 +446,7 @@ kunit_suite!(
         ftrace_entry_redirect,
         ftrace_entry_kretprobe_and_aggregate,
         ftrace_direct_site_lifecycle,
-        ftrace_entry_beside_foreign_direct
+        ftrace_entry_beside_foreign_direct,
+        ftrace_entry_beside_kernel_kprobe
     ]
 );

@@ -18,7 +18,9 @@
  *   is an inline);
  * - someone else's ftrace direct call (x86_64; what a BPF trampoline
  *   holds) on a function, for the kp_ftrace case where the engine cannot
- *   have the direct call there.
+ *   have the direct call there; and a kprobe of the kernel's own with a
+ *   post handler (an IPMODIFY ftrace user at a function entry) beside the
+ *   engine's direct call.
  */
 #include <linux/module.h>
 #include <linux/delay.h>
@@ -285,3 +287,41 @@ int kp_test_foreign_direct(unsigned long ip, bool on)
 	return -EOPNOTSUPP;
 }
 #endif
+
+int kp_test_kernel_kprobe(const char *sym, bool on);
+unsigned long kp_test_kernel_kprobe_hits(void);
+
+static atomic_long_t kp_test_kk_hits;
+
+static int kp_test_kk_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	atomic_long_inc(&kp_test_kk_hits);
+	return 0;
+}
+
+static void kp_test_kk_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+}
+
+static struct kprobe kp_test_kk;
+
+/* Registers (on) or unregisters the kernel's kprobe on sym's entry, with a
+ * post handler: 0 or an errno. */
+int kp_test_kernel_kprobe(const char *sym, bool on)
+{
+	if (!on) {
+		unregister_kprobe(&kp_test_kk);
+		return 0;
+	}
+	memset(&kp_test_kk, 0, sizeof(kp_test_kk));
+	kp_test_kk.symbol_name = sym;
+	kp_test_kk.pre_handler = kp_test_kk_pre;
+	kp_test_kk.post_handler = kp_test_kk_post;
+	atomic_long_set(&kp_test_kk_hits, 0);
+	return register_kprobe(&kp_test_kk);
+}
+
+unsigned long kp_test_kernel_kprobe_hits(void)
+{
+	return atomic_long_read(&kp_test_kk_hits);
+}
