@@ -391,12 +391,31 @@ fn ftrace_entry_beside_foreign_direct(t: &mut Test) {
     kp_expect_eq!(t, call(OURS), want);
 }
 
-/// A kprobe of the kernel's own with a post handler (an IPMODIFY ftrace
-/// user) on the same entry as the engine's probe: both register, whichever
-/// comes first (x86_64: beside the engine's direct call), and both see the
-/// call.
+/// x86_64: a kprobe of the kernel's own with a post handler (an IPMODIFY
+/// ftrace user) on the same entry as the engine's probe: both register,
+/// whichever comes first (beside the engine's direct call), and both see
+/// the call. arm64 has no ftrace path: both engines would put a BRK on the
+/// same instruction there, which the engine refuses (someone else's
+/// breakpoint); that refusal is checked instead.
 fn ftrace_entry_beside_kernel_kprobe(t: &mut Test) {
     let want = call(OURS);
+    if !cfg!(CONFIG_X86_64) {
+        let sym = c"jiffies_to_msecs";
+        // SAFETY: a static NUL-terminated name; unregistered below.
+        let r = unsafe { kp_test_kernel_kprobe(sym.as_ptr(), true) };
+        kp_expect_eq!(t, r, 0, "the kernel's kprobe");
+        let p = kp::Kprobe::register(Target::Symbol(sym), entry(false));
+        kp_expect!(t, p.is_err(), "ours on the kernel's breakpoint");
+        drop(p);
+        if r == 0 {
+            kp_expect_eq!(t, call(OURS), want);
+            // SAFETY: a plain counter.
+            kp_expect!(t, unsafe { kp_test_kernel_kprobe_hits() } >= 1);
+            // SAFETY: registered above.
+            unsafe { kp_test_kernel_kprobe(sym.as_ptr(), false) };
+        }
+        return;
+    }
     for ours_first in [true, false] {
         // No parked site: each order registers ftrace's side from scratch.
         kp::ftrace_release();
