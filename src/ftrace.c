@@ -54,71 +54,7 @@ void kp_ftrace_exit(void);
 unsigned int kp_ftrace_direct_sites(unsigned int *parked);
 int kp_ftrace_release(void);
 
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
-static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
-				   struct ftrace_ops *ops,
-				   struct ftrace_regs *fregs)
-{
-	struct pt_regs *regs = ftrace_get_regs(fregs);
-	unsigned long flags;
-	int bit;
-
-	if (!regs)
-		return;
-	bit = ftrace_test_recursion_trylock(ip, parent_ip);
-	if (bit < 0)
-		return;
-	/* Handlers run with interrupts off, as on the breakpoint path. */
-	local_irq_save(flags);
-	kp_ftrace_hit(ip, regs);
-	local_irq_restore(flags);
-	ftrace_test_recursion_unlock(bit);
-}
-
-static struct ftrace_ops kp_entry_ops = {
-	.func = kp_ftrace_func,
-	.flags = FTRACE_OPS_FL_SAVE_REGS,
-};
-
-/* Sites in kp_entry_ops' filter; the ops is registered while there is one. */
-static unsigned int kp_entry_users;
-
-static int kp_shared_arm(unsigned long ip)
-{
-	int ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 0, 0);
-
-	if (ret)
-		return ret;
-	if (!kp_entry_users) {
-		ret = register_ftrace_function(&kp_entry_ops);
-		if (ret) {
-			ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
-			return ret;
-		}
-	}
-	kp_entry_users++;
-	return 0;
-}
-
-static int kp_shared_disarm(unsigned long ip)
-{
-	int ret;
-
-	if (kp_entry_users == 1) {
-		ret = unregister_ftrace_function(&kp_entry_ops);
-		if (ret)
-			return ret;
-	}
-	kp_entry_users--;
-	return ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
-}
-
-bool kp_ftrace_available(void)
-{
-	return true;
-}
-
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_REGS) && defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS)
 /* arch/x86_64/ftrace.rs */
 void kp_x86_ftrace_direct(void);
 
@@ -149,9 +85,9 @@ static atomic_t kp_direct_count = ATOMIC_INIT(0);
  * without the registration lock (a tasks-RCU wait each), so that
  * registrations that touch no ftrace state do not wait for it (ftrace holds
  * its own ftrace_lock and direct_mutex through the wait: an entry probe
- * registered meanwhile waits for that one site). kp_dying_mutex guards the list and
- * kp_reaping_ip, the site being unregistered (0: none); kp_reap_wq wakes
- * up who waits for that one to be gone.
+ * registered meanwhile waits for that one site). kp_dying_mutex guards the
+ * list and kp_reaping_ip, the site being unregistered (0: none); kp_reap_wq
+ * wakes up who waits for that one to be gone.
  */
 static DEFINE_MUTEX(kp_dying_mutex);
 static LIST_HEAD(kp_dying);
@@ -343,71 +279,120 @@ static bool kp_direct_disarm(unsigned long ip)
 	return true;
 }
 
-/* Registration lock held. */
-void kp_ftrace_module_going(struct module *mod)
+/* Takes down the parked and dying sites in mod (every one for NULL) and
+ * returns how many. Registration lock held. */
+static int kp_direct_release(struct module *mod)
 {
 	struct kp_direct *d, *t;
 
 	list_for_each_entry_safe(d, t, &kp_parked, park)
-		if (within_module(d->ip, mod))
+		if (!mod || within_module(d->ip, mod))
 			kp_direct_doom(d);
-	kp_dying_drain(mod);
+	return kp_dying_drain(mod);
 }
 
-/* Registration lock held. */
-static int kp_release_parked(void)
+/* Stops the worker (it takes the registration lock: not held here). */
+static void kp_direct_stop_reaper(void)
 {
-	struct kp_direct *d, *t;
-
-	list_for_each_entry_safe(d, t, &kp_parked, park)
-		kp_direct_doom(d);
-	return kp_dying_drain(NULL);
-}
-
-void kp_ftrace_exit(void)
-{
-	/* The worker takes the registration lock: not held here. */
 	cancel_delayed_work_sync(&kp_reap_work);
-	kp_helper_reg_lock();
-	kp_release_parked();
-	kp_helper_reg_unlock();
 }
 
-unsigned int kp_ftrace_direct_sites(unsigned int *parked)
+static unsigned int kp_direct_sites(unsigned int *parked)
 {
 	*parked = kp_parked_count;
 	return atomic_read(&kp_direct_count);
 }
 #else
-static int kp_release_parked(void)
+static inline int kp_direct_arm(unsigned long ip)
 {
 	return 0;
 }
 
-static int kp_direct_arm(unsigned long ip)
-{
-	return 0;
-}
-
-static bool kp_direct_disarm(unsigned long ip)
+static inline bool kp_direct_disarm(unsigned long ip)
 {
 	return false;
 }
 
-void kp_ftrace_module_going(struct module *mod)
+static inline int kp_direct_release(struct module *mod)
+{
+	return 0;
+}
+
+static inline void kp_direct_stop_reaper(void)
 {
 }
 
-void kp_ftrace_exit(void)
-{
-}
-
-unsigned int kp_ftrace_direct_sites(unsigned int *parked)
+static inline unsigned int kp_direct_sites(unsigned int *parked)
 {
 	*parked = 0;
 	return 0;
 }
-#endif /* CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS */
+#endif /* direct calls */
+
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
+				   struct ftrace_ops *ops,
+				   struct ftrace_regs *fregs)
+{
+	struct pt_regs *regs = ftrace_get_regs(fregs);
+	unsigned long flags;
+	int bit;
+
+	if (!regs)
+		return;
+	bit = ftrace_test_recursion_trylock(ip, parent_ip);
+	if (bit < 0)
+		return;
+	/* Handlers run with interrupts off, as on the breakpoint path. */
+	local_irq_save(flags);
+	kp_ftrace_hit(ip, regs);
+	local_irq_restore(flags);
+	ftrace_test_recursion_unlock(bit);
+}
+
+static struct ftrace_ops kp_entry_ops = {
+	.func = kp_ftrace_func,
+	.flags = FTRACE_OPS_FL_SAVE_REGS,
+};
+
+/* Sites in kp_entry_ops' filter; the ops is registered while there is one. */
+static unsigned int kp_entry_users;
+
+static int kp_shared_arm(unsigned long ip)
+{
+	int ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 0, 0);
+
+	if (ret)
+		return ret;
+	if (!kp_entry_users) {
+		ret = register_ftrace_function(&kp_entry_ops);
+		if (ret) {
+			ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
+			return ret;
+		}
+	}
+	kp_entry_users++;
+	return 0;
+}
+
+static int kp_shared_disarm(unsigned long ip)
+{
+	int ret;
+
+	if (kp_entry_users == 1) {
+		ret = unregister_ftrace_function(&kp_entry_ops);
+		if (ret)
+			return ret;
+	}
+	kp_entry_users--;
+	return ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
+}
+
+bool kp_ftrace_available(void)
+{
+	return true;
+}
+
 
 /* 1: the site calls the engine's trampoline, 0: through the shared ops,
  * < 0: error. */
@@ -427,16 +412,6 @@ int kp_ftrace_disarm(unsigned long ip)
 	return kp_shared_disarm(ip);
 }
 
-/* include/kp_kprobes.h */
-int kp_ftrace_release(void)
-{
-	int n;
-
-	kp_helper_reg_lock();
-	n = kp_release_parked();
-	kp_helper_reg_unlock();
-	return n;
-}
 #else
 /* Without full registers at ftrace sites (arm64 of 6.12), entry probes use
  * the breakpoint path. */
@@ -454,24 +429,35 @@ int kp_ftrace_disarm(unsigned long ip)
 {
 	return -EOPNOTSUPP;
 }
+#endif
 
+/* Registration lock held. */
 void kp_ftrace_module_going(struct module *mod)
 {
+	kp_direct_release(mod);
 }
 
 void kp_ftrace_exit(void)
 {
+	kp_direct_stop_reaper();
+	kp_helper_reg_lock();
+	kp_direct_release(NULL);
+	kp_helper_reg_unlock();
 }
 
 unsigned int kp_ftrace_direct_sites(unsigned int *parked)
 {
-	*parked = 0;
-	return 0;
+	return kp_direct_sites(parked);
 }
 
+/* include/kp_kprobes.h */
 int kp_ftrace_release(void)
 {
-	return 0;
+	int n;
+
+	kp_helper_reg_lock();
+	n = kp_direct_release(NULL);
+	kp_helper_reg_unlock();
+	return n;
 }
-#endif
 EXPORT_SYMBOL_GPL(kp_ftrace_release);

@@ -211,7 +211,8 @@ fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
     if let Some(p) = point.single() {
         return pre_one(p, regs);
     }
-    enabled(point).any(|p| pre_one(p, regs))
+    // `pre_one` skips disabled probes.
+    point.probes().any(|p| pre_one(p, regs))
 }
 
 /// Counts a hit on `p` and runs its pre handler, if it is enabled; true
@@ -240,7 +241,8 @@ fn run_post(point: &Point, regs: &mut bindings::pt_regs) {
         post_one(p, regs);
         return;
     }
-    for p in enabled(point) {
+    // `post_one` skips disabled probes.
+    for p in point.probes() {
         post_one(p, regs);
     }
 }

@@ -587,6 +587,8 @@ fn register_locked(
     sym: &symbols::Bounds,
 ) -> Result {
     let disabled = p.flags & KP_FLAG_DISABLED != 0;
+    // This probe needs the step and is enabled (see `Point::post`).
+    let steps = needs_step(p) && !disabled;
     let probe = KBox::into_raw(KBox::new(
         Probe {
             user: p,
@@ -605,14 +607,11 @@ fn register_locked(
         Some(point) => {
             // Join the aggregate; a probe that needs the step takes the
             // point off its jump first.
-            if needs_step(p) && !disabled {
+            if steps {
                 if let Err(e) = optimize::unoptimize(g, point) {
                     free_probe();
                     return Err(e);
                 }
-            }
-            let raise = needs_step(p) && !disabled;
-            if raise {
                 // Before its handlers can run (see `Point::post`).
                 point.post.store(true, Ordering::Relaxed);
             }
@@ -620,7 +619,7 @@ fn register_locked(
             // list (nobody needs to wait: the new list only adds a probe).
             if let Err(e) = join(g, point, probe) {
                 free_probe();
-                if raise {
+                if steps {
                     refresh_post(point);
                 }
                 return Err(e);
@@ -652,7 +651,7 @@ fn register_locked(
                     direct: AtomicBool::new(false),
                     single: AtomicPtr::new(probe),
                     list: AtomicPtr::new(null_mut()),
-                    post: AtomicBool::new(needs_step(p) && !disabled),
+                    post: AtomicBool::new(steps),
                     armed: AtomicBool::new(false),
                     opt: UnsafeCell::new(arch::OptInsn::NONE),
                     opt_resume: AtomicUsize::new(0),
