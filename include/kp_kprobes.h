@@ -37,6 +37,10 @@ typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 #define KP_FLAG_DISABLED	2 /* registered but not armed */
 #define KP_FLAG_FTRACE		4 /* out: served by ftrace at a call site */
 #define KP_FLAG_OPTIMIZED	8 /* out: jump-optimized (x86_64), no trap */
+#define KP_FLAG_REGISTERED	16 /* out: the engine holds this probe */
+
+/* Words of engine-private state in struct kp_kprobe. */
+#define KP_PRIVATE_WORDS	3
 
 struct kp_kprobe {
 	/* In: the address to probe, or NULL to use symbol_name + offset.
@@ -44,15 +48,19 @@ struct kp_kprobe {
 	void *addr;
 	/* "symbol" or "module:symbol"; NULL when addr is given. */
 	const char *symbol_name;
-	unsigned int offset;
 	kp_pre_handler_t pre_handler;
 	kp_post_handler_t post_handler;
 	kp_fault_handler_t fault_handler;
-	unsigned int flags;
 	/* Hits whose handlers were not run (re-entry on the same CPU). */
 	unsigned long nmissed;
-	/* Engine-private, NULL before registration. */
-	void *kp_private;
+	unsigned int offset;
+	unsigned int flags;
+	/* Engine-private: zero before registration, zeroed again by
+	 * unregistration; do not touch in between. The engine keeps its
+	 * record of the probe here (as the kernel keeps its own in struct
+	 * kprobe): a registration allocates nothing per probe beyond the
+	 * probed address's record. */
+	unsigned long kp_private[KP_PRIVATE_WORDS];
 };
 
 /* Returns 0 or -errno: -ENOENT unknown symbol or module, -EINVAL bad request

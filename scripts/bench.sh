@@ -33,7 +33,7 @@ cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | sed 's/.*, \([0-9]*\) CPUs/\1/'
 	echo "instances (less one with 1), are registered: slab objects and per-CPU areas"
 	echo "(the kernel's allocation trace events) and vmalloc pages (/proc/vmallocinfo);"
 	echo "per probe, plus the client's struct (struct kp_kprobe / struct kprobe, where"
-	echo "the kernel keeps its per-probe state)."
+	echo "each engine keeps its per-probe state)."
 	echo "Not in them: this engine's out-of-line slots (one per probed address or"
 	echo "kretprobe instance), a static text area in the module image (x86_64: 8192 x"
 	echo "64 bytes, arm64: 4096 x 32), where the kernel allocates its slots as needed."

@@ -28,6 +28,12 @@ pub const KP_FLAG_FTRACE: c_uint = 4;
 /// detour (x86_64 jump optimization); set and cleared by the engine.
 pub const KP_FLAG_OPTIMIZED: c_uint = 8;
 
+/// `KP_FLAG_REGISTERED` (out): registered (set and cleared by the engine).
+pub const KP_FLAG_REGISTERED: c_uint = 16;
+
+/// Words of engine-private state in `struct kp_kprobe`.
+pub const KP_PRIVATE_WORDS: usize = 3;
+
 /// `struct kp_kprobe`.
 #[repr(C)]
 pub struct KpKprobe {
@@ -36,20 +42,23 @@ pub struct KpKprobe {
     pub addr: *mut c_void,
     /// `"symbol"` or `"module:symbol"`, or null when `addr` is given.
     pub symbol_name: *const c_char,
-    /// Byte offset from `symbol_name`.
-    pub offset: c_uint,
     /// Runs before the probed instruction.
     pub pre_handler: Option<PreHandler>,
     /// Runs after the probed instruction.
     pub post_handler: Option<PostHandler>,
     /// Runs when the probed instruction faults while executing out of line.
     pub fault_handler: Option<FaultHandler>,
-    /// `KP_FLAG_*`.
-    pub flags: c_uint,
     /// Hits whose handlers did not run.
     pub nmissed: c_ulong,
-    /// Engine-private; null before registration.
-    pub kp_private: *mut c_void,
+    /// Byte offset from `symbol_name`.
+    pub offset: c_uint,
+    /// `KP_FLAG_*`.
+    pub flags: c_uint,
+    /// Engine-private: zero before registration and after unregistration.
+    /// The engine keeps its record of the probe here, as the kernel keeps
+    /// its own in `struct kprobe`: registering allocates nothing per probe
+    /// but the probed address's record.
+    pub kp_private: [c_ulong; KP_PRIVATE_WORDS],
 }
 
 /// `struct kp_kretprobe_instance` (the part clients see; `data` follows).
@@ -126,8 +135,13 @@ impl KpKprobe {
             fault_handler: None,
             flags: 0,
             nmissed: 0,
-            kp_private: core::ptr::null_mut(),
+            kp_private: [0; KP_PRIVATE_WORDS],
         }
+    }
+
+    /// Whether the engine holds this probe (`KP_FLAG_REGISTERED`).
+    pub fn is_registered(&self) -> bool {
+        self.flags & KP_FLAG_REGISTERED != 0
     }
 }
 

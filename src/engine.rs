@@ -108,10 +108,14 @@ struct KprobesEngine;
 
 impl kernel::Module for KprobesEngine {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        symbols::init()?;
-        blacklist::init()?;
+        registry::init()?;
+        if let Err(e) = symbols::init().and_then(|()| blacklist::init()) {
+            registry::exit();
+            return Err(e);
+        }
         if let Err(e) = arch::init() {
             blacklist::exit();
+            registry::exit();
             return Err(e);
         }
         // SAFETY: process context; the notifier block is static.
@@ -119,6 +123,7 @@ impl kernel::Module for KprobesEngine {
         if r != 0 {
             arch::exit();
             blacklist::exit();
+            registry::exit();
             return Err(Error::from_errno(r));
         }
         events::init();
@@ -144,6 +149,7 @@ impl Drop for KprobesEngine {
             pr_err!("kretprobe returns still outstanding at unload\n");
         }
         kretprobe::exit();
+        registry::exit();
         // SAFETY: registered in init.
         unsafe { kp_helper_unregister_module_notifier() };
         arch::exit();

@@ -10,6 +10,7 @@
 #include <linux/percpu.h>
 #include <linux/smp.h>
 #include <linux/vmalloc.h>
+#include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/uaccess.h>
 #include <linux/debugfs.h>
@@ -50,6 +51,35 @@ void kp_helper_reg_lock(void)
 void kp_helper_reg_unlock(void)
 {
 	mutex_unlock(&kp_reg_mutex);
+}
+
+/*
+ * Probed addresses' records (src/registry.rs `Point`): a cache of their
+ * exact size, as they are the one allocation a registration makes (the
+ * nearest kmalloc size would add a third on arm64).
+ */
+static struct kmem_cache *kp_point_cache;
+
+int kp_helper_point_cache_init(size_t size, size_t align)
+{
+	kp_point_cache = kmem_cache_create("kp_point", size, align, 0, NULL);
+	return kp_point_cache ? 0 : -ENOMEM;
+}
+
+void kp_helper_point_cache_exit(void)
+{
+	kmem_cache_destroy(kp_point_cache);
+	kp_point_cache = NULL;
+}
+
+void *kp_helper_point_alloc(void)
+{
+	return kmem_cache_alloc(kp_point_cache, GFP_KERNEL);
+}
+
+void kp_helper_point_free(void *p)
+{
+	kmem_cache_free(kp_point_cache, p);
 }
 
 /* Per-CPU hit state; its layout is owned by src/percpu.rs (KP_CPU_WORDS). */

@@ -15,6 +15,10 @@ struct pt_regs;
 
 /* src/helpers.c */
 void kp_helper_reg_lock(void);
+int kp_helper_point_cache_init(size_t size, size_t align);
+void kp_helper_point_cache_exit(void);
+void *kp_helper_point_alloc(void);
+void kp_helper_point_free(void *p);
 void kp_helper_reg_unlock(void);
 /* The per-CPU hit state (src/percpu.rs owns its layout; 64 words). */
 DECLARE_PER_CPU(unsigned long[64], kp_cpu_area);

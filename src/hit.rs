@@ -54,7 +54,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         for p in enabled(point) {
             p.count_missed();
         }
-        let resume = point.opt_resume.load(Ordering::Acquire);
+        let resume = point.opt.resume();
         if resume != 0 {
             // Jump-optimized (or about to be): the detour runs the covered
             // instructions.
@@ -72,7 +72,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         cpu.pop();
         return true;
     }
-    let resume = point.opt_resume.load(Ordering::Acquire);
+    let resume = point.opt.resume();
     if resume != 0 {
         // A jump is prepared or written here (never with post handlers):
         // resume in the detour's copy of the covered instructions, never
@@ -222,11 +222,10 @@ fn pre_one(p: &Probe, regs: &mut bindings::pt_regs) -> bool {
     if p.disabled.load(Ordering::Relaxed) {
         return false;
     }
-    p.hits.inc();
     // SAFETY: `user` is valid while registered.
-    match unsafe { (*p.user).pre_handler } {
+    match unsafe { (*p.user()).pre_handler } {
         // SAFETY: the contract of kp_pre_handler_t.
-        Some(pre) => unsafe { pre(p.user, regs) != 0 },
+        Some(pre) => unsafe { pre(p.user(), regs) != 0 },
         None => false,
     }
 }
@@ -254,9 +253,9 @@ fn post_one(p: &Probe, regs: &mut bindings::pt_regs) {
         return;
     }
     // SAFETY: `user` is valid while registered.
-    if let Some(post) = unsafe { (*p.user).post_handler } {
+    if let Some(post) = unsafe { (*p.user()).post_handler } {
         // SAFETY: the contract of kp_post_handler_t.
-        unsafe { post(p.user, regs, 0) };
+        unsafe { post(p.user(), regs, 0) };
     }
 }
 
@@ -347,9 +346,9 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
 fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     for p in enabled(point) {
         // SAFETY: `user` is valid while registered.
-        if let Some(fh) = unsafe { (*p.user).fault_handler } {
+        if let Some(fh) = unsafe { (*p.user()).fault_handler } {
             // SAFETY: the contract of kp_fault_handler_t.
-            if unsafe { fh(p.user, regs, trapnr) } != 0 {
+            if unsafe { fh(p.user(), regs, trapnr) } != 0 {
                 return true;
             }
         }

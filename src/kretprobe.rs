@@ -328,7 +328,7 @@ fn make_stubs(pool: *mut Pool) -> Result {
 }
 
 fn register(rp: &mut KpKretprobe) -> Result {
-    if !rp.kp_private.is_null() || !rp.kp.kp_private.is_null() {
+    if !rp.kp_private.is_null() || rp.kp.is_registered() {
         pr_err!("kretprobe {:p} is already registered\n", rp);
         return Err(EINVAL);
     }

@@ -63,8 +63,8 @@ pub(crate) fn point_removed() {
 fn candidate(point: &Point, epoch: usize) -> bool {
     !point.ftrace
         && point.armed.load(Ordering::Relaxed)
-        && point.opt_resume.load(Ordering::Relaxed) == 0
-        && point.opt_refused.load(Ordering::Relaxed) != (epoch as u16).wrapping_add(1)
+        && point.opt.resume() == 0
+        && point.opt.refused() != (epoch as u16).wrapping_add(1)
         && !point.any_post_handler()
 }
 
@@ -89,17 +89,10 @@ pub(crate) extern "C" fn kp_optimizer_run() {
                 registry::lookup(a).is_some()
             }) {
                 Ok(o) => {
-                    // SAFETY: registration lock held; not published yet
-                    // (`opt_resume` is 0), so no reader looks at it.
-                    unsafe { *point.opt.get() = o };
-                    point
-                        .opt_resume
-                        .store(arch::opt_resume(&o), Ordering::Release);
+                    point.opt.prepare(o);
                     prepared += 1;
                 }
-                Err((_, true)) => point
-                    .opt_refused
-                    .store((epoch as u16).wrapping_add(1), Ordering::Relaxed),
+                Err((_, true)) => point.opt.set_refused((epoch as u16).wrapping_add(1)),
                 Err((_, false)) => {}
             }
         });
@@ -113,17 +106,15 @@ pub(crate) extern "C" fn kp_optimizer_run() {
     unsafe { kernel::bindings::synchronize_rcu_tasks() };
     let g = RegGuard::lock();
     registry::for_each_point(&g, |point| {
-        if point.opt_resume.load(Ordering::Relaxed) == 0 || point.opt_jumped.load(Ordering::Relaxed)
-        {
+        if point.opt.resume() == 0 || point.opt.jumped() {
             return;
         }
         // Still prepared: unoptimizing in the meantime would have cleared
-        // `opt_resume`, and only this work prepares.
-        // SAFETY: registration lock held.
-        let o = unsafe { *point.opt.get() };
+        // it, and only this work prepares.
+        let o = point.opt.insn();
         match arch::opt_jump(point.addr, &o) {
             Ok(()) => {
-                point.opt_jumped.store(true, Ordering::Relaxed);
+                point.opt.set_jumped(true);
                 JUMPED.fetch_add(1, Ordering::Relaxed);
                 registry::set_optimized_flag(&g, point, true);
             }
@@ -151,22 +142,21 @@ pub(crate) fn forget(g: &RegGuard, point: &Point) {
 /// Takes the jump off `point` (with the original bytes written back if
 /// `restore`) and unpublishes its detour. Registration lock held.
 fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
-    if point.opt_resume.load(Ordering::Relaxed) == 0 {
+    if point.opt.resume() == 0 {
         return Ok(());
     }
-    // SAFETY: registration lock held.
-    let o = unsafe { *point.opt.get() };
-    if point.opt_jumped.load(Ordering::Relaxed) {
+    let o = point.opt.insn();
+    if point.opt.jumped() {
         if restore {
             arch::opt_unjump(point.addr, &o)?;
         }
-        point.opt_jumped.store(false, Ordering::Relaxed);
+        point.opt.set_jumped(false);
         JUMPED.fetch_sub(1, Ordering::Relaxed);
         registry::set_optimized_flag(g, point, false);
     }
     // Hits step the instruction again; a CPU that took the old value may
     // still run the detour, which is freed only after every task left it.
-    point.opt_resume.store(0, Ordering::Release);
+    point.opt.clear();
     arch::opt_release(&o);
     Ok(())
 }
@@ -176,9 +166,8 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
 pub(crate) fn unoptimize_covering(g: &RegGuard, addr: usize) -> Result {
     for a in addr.saturating_sub(arch::OPT_MAX_SPAN - 1)..addr {
         if let Some(point) = registry::lookup(a) {
-            // SAFETY: registration lock held.
-            let span = arch::opt_span(unsafe { &*point.opt.get() });
-            if point.opt_resume.load(Ordering::Relaxed) != 0 && addr < a + span {
+            let span = arch::opt_span(&point.opt.insn());
+            if point.opt.resume() != 0 && addr < a + span {
                 unoptimize(g, point)?;
             }
         }
@@ -198,11 +187,11 @@ pub(crate) fn overlay(addr: usize, buf: &mut [u8]) {
         let Some(point) = registry::lookup(a) else {
             continue;
         };
-        if !point.opt_jumped.load(Ordering::Relaxed) {
+        if !point.opt.jumped() {
             continue;
         }
-        // SAFETY: registration lock held.
-        let orig = arch::opt_orig(unsafe { &*point.opt.get() });
+        let o = point.opt.insn();
+        let orig = arch::opt_orig(&o);
         for (i, &b) in orig.iter().enumerate() {
             if let Some(d) = (a + i).checked_sub(addr).and_then(|o| buf.get_mut(o)) {
                 *d = b;

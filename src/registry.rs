@@ -17,34 +17,40 @@
 //! Probe lists are copy-on-write: a change builds a new list, publishes it,
 //! waits a grace period, then frees the old one.
 
-use crate::abi::{KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE, KP_FLAG_OPTIMIZED};
+use crate::abi::{
+    KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE, KP_FLAG_OPTIMIZED,
+    KP_FLAG_REGISTERED, KP_PRIVATE_WORDS,
+};
 use crate::arch;
 use crate::{optimize, symbols};
-use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::str::CStr;
 
-/// One client probe (the engine's side of a `struct kp_kprobe`).
+/// One client probe: the engine's record, kept in the client's
+/// `struct kp_kprobe` (its `kp_private` words), as the kernel keeps its
+/// per-probe state in `struct kprobe`: registering allocates nothing per
+/// probe beyond the probed address's [`Point`].
+#[repr(C)]
 pub(crate) struct Probe {
-    /// The client's description; valid until it is unregistered.
-    pub(crate) user: *mut KpKprobe,
     /// The point this probe sits on; null once the text went away (GONE).
     point: AtomicPtr<Point>,
+    /// Next in the list of all probes (registration lock).
+    next_all: *mut Probe,
     /// Registered but not armed.
     pub(crate) disabled: AtomicBool,
     /// Whether the client's struct had a post or fault handler at
     /// registration ([`needs_step`]; as the kernel's kprobes decide an
     /// aggregate's post handler at registration).
     step: bool,
-    /// Hits whose handlers ran (per CPU: no atomic on the hit path).
-    /// Missed hits are counted in the client's `nmissed` only.
-    pub(crate) hits: crate::percpu::Counter,
-    /// Next in the list of all probes (registration lock).
-    next_all: *mut Probe,
 }
+
+const _: () = assert!(
+    core::mem::size_of::<Probe>() <= core::mem::size_of::<[usize; KP_PRIVATE_WORDS]>()
+        && core::mem::align_of::<Probe>() <= core::mem::align_of::<usize>()
+);
 
 /// The client struct and handler addresses of `p` (and, for a kretprobe's
 /// entry probe, of the kretprobe's handlers): if a module holding any of
@@ -70,18 +76,35 @@ fn owner_addrs(p: &KpKprobe) -> [usize; 6] {
 }
 
 impl Probe {
+    /// Where `p`'s record is (whether or not it holds one).
+    fn of(p: *mut KpKprobe) -> *mut Probe {
+        // SAFETY: only computes the address of a field of `*p`.
+        unsafe { core::ptr::addr_of_mut!((*p).kp_private) }.cast()
+    }
+
+    /// The client's struct this record is in.
+    #[inline(always)]
+    pub(crate) fn user(&self) -> *mut KpKprobe {
+        (self as *const Probe)
+            .cast::<u8>()
+            .wrapping_sub(core::mem::offset_of!(KpKprobe, kp_private))
+            .cast::<KpKprobe>()
+            .cast_mut()
+    }
+
     /// The client's `nmissed`.
     pub(crate) fn missed(&self) -> usize {
         // SAFETY: as in `count_missed`.
-        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user).nmissed)) }
+        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user()).nmissed)) }
             .load(Ordering::Relaxed)
     }
 
     /// Counts a missed hit in the client's `nmissed`.
     pub(crate) fn count_missed(&self) {
-        // SAFETY: `user` is valid while registered; `nmissed` is a naturally
-        // aligned `unsigned long`, so it can be updated atomically.
-        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user).nmissed)) }
+        // SAFETY: the client's struct is valid while registered; `nmissed`
+        // is a naturally aligned `unsigned long`, so it can be updated
+        // atomically.
+        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user()).nmissed)) }
             .fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -89,12 +112,48 @@ impl Probe {
 /// The probes on one point, in registration order (`plist.rs`).
 pub(crate) type ProbeList = crate::plist::PtrList<Probe>;
 
-/// One probed address.
+/// `Point::probes` holding a list (bit 0; probes are word-aligned).
+const LIST_TAG: usize = 1;
+
+/// What `Point::probes` holds.
+enum Held {
+    /// No probe (a point kept because its text could not be restored).
+    Nothing,
+    /// The only probe, while no second one ever joined.
+    One(*mut Probe),
+    /// The probes, once a second one joined.
+    List(*mut ProbeList),
+}
+
+impl Held {
+    fn decode(v: *mut u8) -> Held {
+        if v.is_null() {
+            Held::Nothing
+        } else if v as usize & LIST_TAG != 0 {
+            Held::List(v.wrapping_sub(LIST_TAG).cast())
+        } else {
+            Held::One(v.cast())
+        }
+    }
+
+    fn list(l: *mut ProbeList) -> *mut u8 {
+        l.cast::<u8>().wrapping_add(LIST_TAG)
+    }
+}
+
+/// One probed address. The one allocation per probed address (a cache of
+/// its exact size, `src/helpers.c`): keep it small.
 pub(crate) struct Point {
     /// The probed address.
     pub(crate) addr: usize,
     /// The prepared instruction.
     pub(crate) insn: arch::ArchInsn,
+    /// The probes here (see [`Held`]): the only one, or, once a second one
+    /// joined, a list (never empty while the point is in the table); a
+    /// single atomic word, so that a reader sees either, never a mix.
+    probes: AtomicPtr<u8>,
+    /// Next point in the hash chain.
+    next: AtomicPtr<Point>,
     /// Served by the engine's ftrace_ops (an ftrace call site), not by a
     /// breakpoint.
     pub(crate) ftrace: bool,
@@ -103,13 +162,6 @@ pub(crate) struct Point {
     /// come the other way (a dying direct site of an earlier point at this
     /// address) are not this point's.
     pub(crate) direct: AtomicBool,
-    /// The only probe here while no second one ever joined (most points:
-    /// no list to allocate, and the hit path's fast case); null once
-    /// `list` holds the probes.
-    single: AtomicPtr<Probe>,
-    /// The probes here, when a second one joined (null before); never
-    /// empty while the point is in the table.
-    list: AtomicPtr<ProbeList>,
     /// Whether an enabled probe here needs the step to end in a trap (a
     /// post or fault handler): the hit path's copy of
     /// [`Point::any_post_handler`], raised before such a probe can run and
@@ -117,26 +169,67 @@ pub(crate) struct Point {
     pub(crate) post: AtomicBool,
     /// Whether the breakpoint is in the text.
     pub(crate) armed: AtomicBool,
-    /// Jump optimization (`optimize.rs`): the prepared jump (registration
-    /// lock; meaningful while `opt_resume` is not 0).
-    pub(crate) opt: UnsafeCell<arch::OptInsn>,
-    /// Where breakpoint hits resume while a jump is prepared or written (the
-    /// detour's relocated instructions); 0: no jump. Read by the trap path.
-    pub(crate) opt_resume: AtomicUsize,
-    /// Whether the jump is in the text.
-    pub(crate) opt_jumped: AtomicBool,
-    /// Epoch + 1 of the optimizer's last refusal (wrapping: after 65,536
-    /// epochs a stale refusal may skip one attempt, until the next epoch;
-    /// 16 bits keep `Point` within 128 bytes on x86_64).
-    pub(crate) opt_refused: AtomicU16,
-    /// Next point in the hash chain.
-    next: AtomicPtr<Point>,
+    /// Jump optimization state (`optimize.rs`; nothing where the arch has
+    /// none).
+    pub(crate) opt: arch::OptState,
 }
 
-// Every registered address holds one `Point`: keep it in kmalloc-128 (the
-// bench's memory row), and a `Probe` in kmalloc-64.
+// arm64: a point fits 48 bytes, x86_64 (with the jump optimizer's state)
+// 128.
+#[cfg(CONFIG_ARM64)]
+const _: () = assert!(core::mem::size_of::<Point>() <= 48);
 const _: () = assert!(core::mem::size_of::<Point>() <= 128);
-const _: () = assert!(core::mem::size_of::<Probe>() <= 64);
+
+extern "C" {
+    fn kp_helper_point_cache_init(size: usize, align: usize) -> kernel::ffi::c_int;
+    fn kp_helper_point_cache_exit();
+    fn kp_helper_point_alloc() -> *mut kernel::ffi::c_void;
+    fn kp_helper_point_free(p: *mut kernel::ffi::c_void);
+}
+
+/// Creates the points' cache. Engine init.
+pub(crate) fn init() -> Result {
+    // SAFETY: called once, before any registration.
+    let r = unsafe {
+        kp_helper_point_cache_init(
+            core::mem::size_of::<Point>(),
+            core::mem::align_of::<Point>(),
+        )
+    };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+/// Destroys the points' cache, unless a point had to be kept (its text
+/// could not be restored: it stays, and so does the cache). Engine exit,
+/// after [`remove_all`].
+pub(crate) fn exit() {
+    let g = RegGuard::lock();
+    let (_, points) = counts(&g);
+    if points != 0 {
+        pr_err!(
+            "{} points kept (text not restored); leaving their cache\n",
+            points
+        );
+        return;
+    }
+    // SAFETY: no point is left.
+    unsafe { kp_helper_point_cache_exit() };
+}
+
+/// Allocates `point` in the points' cache.
+fn alloc_point(point: Point) -> Result<*mut Point> {
+    // SAFETY: the cache exists while the engine is loaded.
+    let p = unsafe { kp_helper_point_alloc() }.cast::<Point>();
+    if p.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: fresh memory of the size and alignment of a `Point`.
+    unsafe { p.write(point) };
+    Ok(p)
+}
 
 impl Point {
     /// Whether an enabled probe here has a post or a fault handler (which
@@ -147,38 +240,48 @@ impl Point {
             .any(|p| !p.disabled.load(Ordering::Relaxed) && p.step)
     }
 
+    fn held(&self) -> Held {
+        Held::decode(self.probes.load(Ordering::Acquire))
+    }
+
     /// The point's only probe, when it never had a second one. Trap path,
     /// or registration lock held.
     #[inline(always)]
     pub(crate) fn single(&self) -> Option<&Probe> {
-        // SAFETY: a probe stays valid for a grace period after it leaves
-        // the point.
-        unsafe { self.single.load(Ordering::Acquire).as_ref() }
+        match self.held() {
+            // SAFETY: a probe stays valid for a grace period after it
+            // leaves the point.
+            Held::One(p) => Some(unsafe { &*p }),
+            _ => None,
+        }
     }
 
     /// The probe list, when the point has one. Trap path, or registration
     /// lock held.
     fn list(&self) -> Option<&ProbeList> {
-        // SAFETY: a published list stays valid for a grace period after it
-        // is replaced; our callers are the trap path (IRQs off) or hold the
-        // registration lock (no concurrent replacement).
-        unsafe { self.list.load(Ordering::Acquire).as_ref() }
+        match self.held() {
+            // SAFETY: a published list stays valid for a grace period
+            // after it is replaced; our callers are the trap path (IRQs
+            // off) or hold the registration lock (no concurrent
+            // replacement).
+            Held::List(l) => Some(unsafe { &*l }),
+            _ => None,
+        }
     }
 
     /// The probes on this point, in registration order. Trap path, or
     /// registration lock held.
     pub(crate) fn probes(&self) -> impl Iterator<Item = &Probe> {
-        // `single` is cleared only after `list` is published: a reader that
-        // finds it null finds the list.
-        let single = self.single.load(Ordering::Acquire);
-        let list = if single.is_null() { self.list() } else { None };
-        Iterator::chain(
-            core::iter::once(single).filter(|p| !p.is_null()),
-            list.into_iter().flat_map(|l| l.iter()),
-        )
-        // SAFETY: a probe stays valid for a grace period after it
-        // leaves the point, like the list itself.
-        .map(|p| unsafe { &*p })
+        let (one, list) = match self.held() {
+            Held::Nothing => (None, None),
+            Held::One(p) => (Some(p), None),
+            // SAFETY: as in `list`.
+            Held::List(l) => (None, Some(unsafe { &*l })),
+        };
+        Iterator::chain(one.into_iter(), list.into_iter().flat_map(|l| l.iter()))
+            // SAFETY: a probe stays valid for a grace period after it
+            // leaves the point, like the list itself.
+            .map(|p| unsafe { &*p })
     }
 }
 
@@ -195,7 +298,7 @@ const ALL_BITS: u32 = 8;
 
 /// Every registered probe, GONE ones included, in chains hashed by the
 /// record's address (registration lock): telling a registered record from a
-/// stale or foreign `kp_private` and dropping one stay cheap with thousands
+/// stale or copied struct and dropping one stay cheap with thousands
 /// registered.
 struct AllProbes([*mut Probe; 1 << ALL_BITS]);
 // SAFETY: only accessed under the registration lock.
@@ -318,7 +421,7 @@ static RETIRED: [AtomicPtr<ProbeList>; 64] = [const { AtomicPtr::new(null_mut())
 /// Publishes `new` as `point`'s list; the old one is freed after a later
 /// grace period (at once if the queue is full).
 fn publish_list(g: &RegGuard, point: &Point, new: KBox<ProbeList>) {
-    let old = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
+    let old = swap_list(g, point, new);
     match RETIRED.iter().find(|s| s.load(Ordering::Relaxed).is_null()) {
         Some(slot) => slot.store(old, Ordering::Relaxed),
         None => {
@@ -326,6 +429,19 @@ fn publish_list(g: &RegGuard, point: &Point, new: KBox<ProbeList>) {
             // SAFETY: unpublished before that grace period.
             drop(unsafe { KBox::from_raw(old) });
         }
+    }
+}
+
+/// Makes `new` `point`'s list and returns the one it had. Registration lock
+/// held; the point has a list.
+fn swap_list(_g: &RegGuard, point: &Point, new: KBox<ProbeList>) -> *mut ProbeList {
+    let old = point
+        .probes
+        .swap(Held::list(KBox::into_raw(new)), Ordering::AcqRel);
+    match Held::decode(old) {
+        Held::List(l) => l,
+        // Our callers replace lists only.
+        _ => null_mut(),
     }
 }
 
@@ -451,7 +567,7 @@ fn disarm_point(g: &RegGuard, point: &Point) -> Result {
 pub(crate) fn set_optimized_flag(_g: &RegGuard, point: &Point, on: bool) {
     for p in point.probes() {
         // SAFETY: listed probes and their structs are live under the lock.
-        let u = unsafe { &mut *p.user };
+        let u = unsafe { &mut *p.user() };
         if on {
             u.flags |= KP_FLAG_OPTIMIZED;
         } else {
@@ -484,19 +600,20 @@ fn join(g: &RegGuard, point: &Point, probe: *mut Probe) -> Result {
         }
         return Ok(());
     }
-    let first = point.single.load(Ordering::Relaxed);
-    if first.is_null() {
+    let Held::One(first) = point.held() else {
         // A point kept with no probe (its text could not be restored).
-        point.single.store(probe, Ordering::Release);
+        point.probes.store(probe.cast(), Ordering::Release);
         return Ok(());
-    }
+    };
     // The second probe: the point gets its list. Readers that still see
-    // `single` run the first probe only, as before this registration.
+    // the single probe run it only, as before this registration; the
+    // single probe is in the client's struct: nothing to free.
     let list = ProbeList::with_capacity(2)?;
     list.try_push(first);
     list.try_push(probe);
-    point.list.store(KBox::into_raw(list), Ordering::Release);
-    point.single.store(null_mut(), Ordering::Release);
+    point
+        .probes
+        .store(Held::list(KBox::into_raw(list)), Ordering::Release);
     Ok(())
 }
 
@@ -589,19 +706,19 @@ fn register_locked(
     let disabled = p.flags & KP_FLAG_DISABLED != 0;
     // This probe needs the step and is enabled (see `Point::post`).
     let steps = needs_step(p) && !disabled;
-    let probe = KBox::into_raw(KBox::new(
-        Probe {
-            user: p,
+    let probe = Probe::of(p);
+    // SAFETY: the record's words in the client's struct (zero: see
+    // `check_new`), which stays valid while registered.
+    unsafe {
+        probe.write(Probe {
             point: AtomicPtr::new(null_mut()),
             disabled: AtomicBool::new(disabled),
             step: needs_step(p),
-            hits: crate::percpu::Counter::new()?,
             next_all: null_mut(),
-        },
-        GFP_KERNEL,
-    )?);
-    // SAFETY: just allocated; freed on the error paths below only.
-    let free_probe = || drop(unsafe { KBox::from_raw(probe) });
+        })
+    };
+    // On the error paths below: the client's struct as it was.
+    let free_probe = || clear_record(probe);
 
     let point: &'static Point = match lookup(addr) {
         Some(point) => {
@@ -643,27 +760,19 @@ fn register_locked(
                     }
                 }
             };
-            let made = KBox::new(
-                Point {
-                    addr,
-                    insn,
-                    ftrace,
-                    direct: AtomicBool::new(false),
-                    single: AtomicPtr::new(probe),
-                    list: AtomicPtr::new(null_mut()),
-                    post: AtomicBool::new(steps),
-                    armed: AtomicBool::new(false),
-                    opt: UnsafeCell::new(arch::OptInsn::NONE),
-                    opt_resume: AtomicUsize::new(0),
-                    opt_jumped: AtomicBool::new(false),
-                    opt_refused: AtomicU16::new(0),
-                    next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
-                },
-                GFP_KERNEL,
-            )
-            .map_err(Error::from);
+            let made = alloc_point(Point {
+                addr,
+                insn,
+                probes: AtomicPtr::new(probe.cast()),
+                next: AtomicPtr::new(bucket(addr).load(Ordering::Relaxed)),
+                ftrace,
+                direct: AtomicBool::new(false),
+                post: AtomicBool::new(steps),
+                armed: AtomicBool::new(false),
+                opt: arch::OptState::none(),
+            });
             let point = match made {
-                Ok(b) => KBox::into_raw(b),
+                Ok(p) => p,
                 Err(e) => {
                     arch::release(insn);
                     free_probe();
@@ -691,12 +800,26 @@ fn register_locked(
     if point.ftrace {
         p.flags |= KP_FLAG_FTRACE;
     }
-    if point.opt_jumped.load(Ordering::Relaxed) {
+    if point.opt.jumped() {
         p.flags |= KP_FLAG_OPTIMIZED;
     }
     p.addr = addr as *mut _;
-    p.kp_private = probe.cast();
+    p.flags |= KP_FLAG_REGISTERED;
     Ok(())
+}
+
+/// Zeroes the record in the client's struct and clears
+/// `KP_FLAG_REGISTERED` (after unregistration, or a failed registration).
+fn clear_record(probe: *mut Probe) {
+    // SAFETY: `probe` is the record in a client's struct, no longer
+    // reachable by any CPU (never published, or detached and a grace
+    // period passed).
+    unsafe {
+        (*(*probe).user()).flags &= !KP_FLAG_REGISTERED;
+        probe
+            .cast::<u8>()
+            .write_bytes(0, core::mem::size_of::<[usize; KP_PRIVATE_WORDS]>());
+    }
 }
 
 /// What taking a probe off its point leaves to free once a grace period has
@@ -722,13 +845,14 @@ impl Retired {
         if !self.point.is_null() {
             // SAFETY: unlinked, and a grace period passed: nothing refers
             // to it or its list any more.
-            let b = unsafe { KBox::from_raw(self.point) };
-            let list = b.list.load(Ordering::Relaxed);
-            if !list.is_null() {
+            let point = unsafe { &*self.point };
+            if let Held::List(list) = point.held() {
                 // SAFETY: as above, for its list.
                 drop(unsafe { KBox::from_raw(list) });
             }
-            arch::release(b.insn);
+            arch::release(point.insn);
+            // SAFETY: from the points' cache; nothing refers to it (above).
+            unsafe { kp_helper_point_free(self.point.cast()) };
         }
     }
 }
@@ -756,7 +880,7 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
         // restored, stays with no probe: either way no hit may find this
         // probe from now on (it is freed after the grace period).
         None => {
-            point.single.store(null_mut(), Ordering::Release);
+            point.probes.store(null_mut(), Ordering::Release);
             0
         }
     };
@@ -794,7 +918,7 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
     };
     if list.wants_compaction() {
         if let Ok(new) = list.compacted() {
-            old_list = point.list.swap(KBox::into_raw(new), Ordering::AcqRel);
+            old_list = swap_list(g, point, new);
         }
     }
     Retired {
@@ -816,30 +940,33 @@ fn is_registered(g: &RegGuard, probe: *const Probe) -> bool {
     all_link(g, probe).is_some()
 }
 
-/// Detaches, unlists and frees a registered probe's record. Does not touch
-/// the client's struct.
+/// Detaches, unlists and clears a registered probe's record (in the
+/// client's struct, see [`Probe`]).
 fn drop_probe(g: &RegGuard, probe: *mut Probe) {
     detach(g, probe);
     remove_from_all(g, probe);
-    // SAFETY: detached, unlisted, and a grace period passed in `detach`.
-    drop(unsafe { KBox::from_raw(probe) });
+    // Detached, unlisted, and a grace period passed in `detach`.
+    clear_record(probe);
 }
 
 /// Unregisters `p` (a no-op with a message when it is not registered).
 fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) {
-    let probe = p.kp_private.cast::<Probe>();
+    let probe = Probe::of(p);
     if !is_registered(g, probe) {
         pr_err!("unregister of unknown probe {:p}\n", p);
         return;
     }
     drop_probe(g, probe);
-    p.kp_private = null_mut();
 }
 
 /// Validates a client's struct before registration.
-fn check_new(p: &KpKprobe) -> Result {
-    if !p.kp_private.is_null() {
+fn check_new(g: &RegGuard, p: &mut KpKprobe) -> Result {
+    if p.flags & KP_FLAG_REGISTERED != 0 || is_registered(g, Probe::of(p)) {
         pr_err!("probe {:p} is already registered\n", p);
+        return Err(EINVAL);
+    }
+    if p.kp_private.iter().any(|&w| w != 0) {
+        pr_err!("probe {:p}: kp_private is not zeroed\n", p);
         return Err(EINVAL);
     }
     Ok(())
@@ -887,7 +1014,7 @@ pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
 
 fn register(p: &mut KpKprobe) -> Result {
     let g = RegGuard::lock();
-    check_new(p)?;
+    check_new(&g, p)?;
     // Leftovers of an earlier registration, as the kernel clears them.
     p.flags &= KP_FLAG_DISABLED;
     p.nmissed = 0;
@@ -926,7 +1053,7 @@ pub unsafe extern "C" fn kp_unregister_kprobe(p: *mut KpKprobe) {
     let Some(p) = (unsafe { p.as_mut() }) else {
         return;
     };
-    if p.kp_private.is_null() {
+    if p.flags & KP_FLAG_REGISTERED == 0 {
         return;
     }
     let g = RegGuard::lock();
@@ -974,8 +1101,7 @@ pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: ker
     let n = num as usize;
     // One grace period for the whole batch, as the kernel's
     // unregister_kprobes(): detach all, wait once, free all.
-    let Ok(mut done) = KVec::<(Retired, *mut KpKprobe, *mut Probe)>::with_capacity(n, GFP_KERNEL)
-    else {
+    let Ok(mut done) = KVec::<(Retired, *mut Probe)>::with_capacity(n, GFP_KERNEL) else {
         for i in 0..n {
             // SAFETY: per the function's contract.
             unsafe { kp_unregister_kprobe(*kps.add(i)) };
@@ -988,27 +1114,25 @@ pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: ker
         let Some(p) = (unsafe { (*kps.add(i)).as_mut() }) else {
             continue;
         };
-        let probe = p.kp_private.cast::<Probe>();
-        if probe.is_null() || !is_registered(&g, probe) {
+        let probe = Probe::of(p);
+        if p.flags & KP_FLAG_REGISTERED == 0 || !is_registered(&g, probe) {
             continue;
         }
         let r = detach_begin(&g, probe);
         // Capacity was reserved for all of them.
-        let _ = done.push((r, p as *mut KpKprobe, probe), GFP_KERNEL);
+        let _ = done.push((r, probe), GFP_KERNEL);
     }
     synchronize(&g);
-    for (r, p, probe) in done {
+    for (r, probe) in done {
         r.finish(&g);
         remove_from_all(&g, probe);
-        // SAFETY: detached, unlisted, and a grace period passed.
-        drop(unsafe { KBox::from_raw(probe) });
-        // SAFETY: the client's struct, valid per the contract.
-        unsafe { (*p).kp_private = null_mut() };
+        // Detached, unlisted, and a grace period passed.
+        clear_record(probe);
     }
 }
 
 fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
-    let probe = p.kp_private.cast::<Probe>();
+    let probe = Probe::of(p);
     let g = RegGuard::lock();
     if !is_registered(&g, probe) {
         return Err(EINVAL);
@@ -1111,7 +1235,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
         let mut victim: *mut Probe = null_mut();
         for_each_probe(&g, |q| {
             // SAFETY: the client's struct is valid while registered.
-            if owner_addrs(unsafe { &*q.user })
+            if owner_addrs(unsafe { &*q.user() })
                 .iter()
                 .any(|&a| a != 0 && within(a))
             {
@@ -1122,7 +1246,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             break;
         }
         // SAFETY: a listed record is live.
-        let user = unsafe { (*victim).user };
+        let user = unsafe { (*victim).user() };
         pr_warn!(
             "module unloading with probe {:p} still registered; unregistering it\n",
             user
@@ -1149,7 +1273,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
         for probe in point.probes() {
             probe.point.store(null_mut(), Ordering::Release);
             // SAFETY: the user struct is valid while registered.
-            unsafe { (*probe.user).flags |= KP_FLAG_GONE };
+            unsafe { (*probe.user()).flags |= KP_FLAG_GONE };
         }
         // The text is about to be freed: no need to restore it, but make
         // sure no CPU still runs the copy before the slot is reused. An
@@ -1167,8 +1291,11 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
 }
 
 /// Unregisters every probe at engine unload. Only a client bug leaves one
-/// behind (client modules keep the engine loaded while they are), so the
-/// client's struct may be gone: it is not touched.
+/// behind (client modules keep the engine loaded while they are, and a
+/// module going away loses the probes whose struct or handlers were in
+/// it): a struct the client allocated, kept registered after its module
+/// went. Its record is in that struct (as every hit reads it, the client
+/// must not have freed it).
 pub(crate) fn remove_all() {
     let g = RegGuard::lock();
     loop {
@@ -1202,7 +1329,7 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
             return;
         }
         // SAFETY: the user struct is valid while registered.
-        let u = unsafe { &*q.user };
+        let u = unsafe { &*q.user() };
         let pp = q.point.load(Ordering::Relaxed);
         let addr = u.addr as usize;
         let sym = symbols::symbol_at(addr);
@@ -1227,13 +1354,13 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
                 let point = unsafe { &*pp };
                 if point.ftrace {
                     write!(w, "  [FTRACE]")?;
-                } else if point.opt_jumped.load(Ordering::Relaxed) {
+                } else if point.opt.jumped() {
                     write!(w, "  [OPTIMIZED]")?;
                 } else if arch::boostable(&point.insn) && !point.any_post_handler() {
                     write!(w, "  [BOOSTED]")?;
                 }
             }
-            writeln!(w, "  hits={} missed={}", q.hits.sum(), q.missed())
+            writeln!(w, "  missed={}", q.missed())
         })();
     });
     r

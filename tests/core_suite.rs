@@ -139,7 +139,7 @@ fn test_kprobes(t: &mut Test) {
     kp_expect!(t, POSTH_VAL.load(Ordering::SeqCst) != 0);
     // SAFETY: registered above.
     unsafe { kp::kp_unregister_kprobes(kps.as_mut_ptr(), 2) };
-    kp_expect!(t, kp.kp_private.is_null() && kp2.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&kp) && crate::util::cleared(&kp2));
     kp_expect_eq!(t, HANDLER_ERRORS.load(Ordering::SeqCst), 0);
 }
 
@@ -516,7 +516,7 @@ fn batch_third_of_five_fails(t: &mut Test) {
     let r = unsafe { kp::kp_register_kprobes(kps.as_mut_ptr(), 5) };
     kp_expect_eq!(t, r, ENOENT);
     for p in &ps {
-        kp_expect!(t, p.kp_private.is_null());
+        kp_expect!(t, crate::util::cleared(p));
     }
     kp_expect_eq!(t, text_word(t1), o1);
     kp_expect_eq!(t, text_word(t2), o2);
@@ -547,7 +547,7 @@ fn module_probe_then_rmmod(t: &mut Test) {
     p.pre_handler = Some(count_module);
     kp_expect_eq!(t, register(&mut p), 0);
     MODULE_FUNC.store(p.addr as usize, Ordering::SeqCst);
-    if !p.kp_private.is_null() {
+    if p.is_registered() {
         // SAFETY: `kp_target_func` is `extern "C" fn(u64) -> u64`, at the
         // probed address (a Rust function has no ftrace site to skip), and
         // its module stays loaded until the rmmod below.
@@ -560,7 +560,7 @@ fn module_probe_then_rmmod(t: &mut Test) {
     kp_expect!(t, p.flags & KP_FLAG_GONE != 0);
     // Unregistering a GONE probe works and touches no freed text.
     unregister(&mut p);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
     // The module name no longer resolves.
     let mut q = probe_on(c"kp_target:kp_target_func");
     kp_expect_eq!(t, register(&mut q), ENOENT);

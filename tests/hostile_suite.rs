@@ -94,7 +94,7 @@ fn kprobe_table(t: &mut Test) {
             unregister(&mut p);
         }
         kp_expect_eq!(t, r, want, "{}", what);
-        kp_expect!(t, p.kp_private.is_null(), "{}: left registered", what);
+        kp_expect!(t, crate::util::cleared(&p), "{}: left registered", what);
     }
     // The probed code is intact after all of it.
     kp_expect_eq!(t, kp_kunit_args(black_box(3), 4, 5), args_expected(3, 4, 5));
@@ -128,10 +128,33 @@ fn lifecycle_misuse(t: &mut Test) {
     // SAFETY: valid pointers (to the same probe).
     let r = unsafe { kp::kp_register_kprobes(twice.as_mut_ptr(), 2) };
     kp_expect_eq!(t, r, EINVAL);
-    kp_expect!(t, q.kp_private.is_null(), "the batch left its first probe");
+    kp_expect!(
+        t,
+        crate::util::cleared(&q),
+        "the batch left its first probe"
+    );
+    // The engine's record is in the struct: one whose private words are
+    // not zero, or that claims to be registered, is refused; a bitwise
+    // copy of a registered one is neither registered again nor
+    // unregisters the original.
+    let mut z = KpKprobe::new();
+    z.symbol_name = c"kp_kunit_args".as_ptr().cast();
+    z.kp_private[1] = 1;
+    kp_expect_eq!(t, register(&mut z), EINVAL);
+    z.kp_private = [0; kp::KP_PRIVATE_WORDS];
+    z.flags = kp::KP_FLAG_REGISTERED;
+    kp_expect_eq!(t, register(&mut z), EINVAL);
+    let probes = kp::stats().probes;
+    // SAFETY: a bitwise copy, only passed to the engine as a struct.
+    let mut copy = unsafe { core::ptr::read(&p) };
+    kp_expect!(t, copy.is_registered());
+    kp_expect_eq!(t, register(&mut copy), EINVAL);
+    unregister(&mut copy);
+    kp_expect!(t, p.is_registered() && !crate::util::cleared(&p));
+    kp_expect_eq!(t, kp::stats().probes, probes);
     unregister(&mut p);
     unregister(&mut p);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
     kp_expect_eq!(t, kp_kunit_args(black_box(1), 2, 3), args_expected(1, 2, 3));
 }
 

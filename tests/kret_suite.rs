@@ -393,7 +393,7 @@ fn kret_refusals(t: &mut Test) {
     kp_expect_eq!(t, kret_register(&mut rp), EINVAL);
     let mut rp = kret_on(c"do_exit");
     kp_expect_eq!(t, kret_register(&mut rp), EINVAL);
-    kp_expect!(t, rp.kp_private.is_null() && rp.kp.kp_private.is_null());
+    kp_expect!(t, rp.kp_private.is_null() && crate::util::cleared(&rp.kp));
 }
 
 static KPROBE_HITS: AtomicUsize = AtomicUsize::new(0);

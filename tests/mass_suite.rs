@@ -396,7 +396,7 @@ fn mass_probes_under_workload(t: &mut Test) {
     crate::random_suite::workload();
     AFTER.store(false, Ordering::SeqCst);
     kp_expect_eq!(t, LATE_CALLS.load(Ordering::SeqCst), 0);
-    kp_expect!(t, probes.iter().all(|m| m.kp.kp_private.is_null()));
+    kp_expect!(t, probes.iter().all(|m| crate::util::cleared(&m.kp)));
 
     // Every byte of the region as it was (entry sites parked after their
     // last probe went are released first).

@@ -82,7 +82,7 @@ fn probe_args_counts_unregister(t: &mut Test) {
     );
     kp_expect_eq!(t, p.nmissed, 0);
     unregister(&mut p);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
     for i in 0..5u64 {
         kp_expect_eq!(t, kp_kunit_args(i, 1, 2), args_expected(i, 1, 2));
     }
@@ -142,7 +142,7 @@ fn probe_refusals(t: &mut Test) {
     let mut r = KpKprobe::new();
     r.addr = (target + off + 1) as *mut _;
     kp_expect_eq!(t, register(&mut r), EILSEQ);
-    kp_expect!(t, r.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&r));
     // The text is intact after all that.
     kp_expect_eq!(t, kp_kunit_args(7, 8, 9), args_expected(7, 8, 9));
 }

@@ -260,7 +260,7 @@ fn random_kernel_instructions(t: &mut Test) {
     for p in probes.iter_mut() {
         missed += p.nmissed;
         unregister(p);
-        kp_expect!(t, p.kp_private.is_null());
+        kp_expect!(t, crate::util::cleared(p));
     }
     t.info(format_args!(
         "{} hits, {} missed while armed",

@@ -19,7 +19,7 @@ fn smoke_unknown_symbol(t: &mut Test) {
     // A symbol of a module that is loaded, under the wrong module name.
     p.symbol_name = c"kprobes:kp_kunit_args".as_ptr().cast();
     kp_expect_eq!(t, register(&mut p), ENOENT);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
 }
 
 fn smoke_bad_requests(t: &mut Test) {
@@ -70,7 +70,7 @@ fn smoke_bad_requests(t: &mut Test) {
     kp_expect_eq!(t, r, EINVAL);
     // Enable/disable of a probe that is not registered.
     kp_expect_eq!(t, crate::util::enable(&mut p), EINVAL);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
 }
 
 fn smoke_abi_size(t: &mut Test) {
@@ -184,7 +184,7 @@ fn smoke_module_blacklist(t: &mut Test) {
     let mut p = KpKprobe::new();
     p.addr = a as *mut _;
     kp_expect_eq!(t, register(&mut p), EINVAL);
-    kp_expect!(t, p.kp_private.is_null());
+    kp_expect!(t, crate::util::cleared(&p));
     // The function is still fine to call.
     // SAFETY: a plain C function.
     kp_expect_eq!(t, unsafe { kp_test_nokprobe(1) }, 3);

@@ -22,6 +22,12 @@ pub(crate) fn unregister(p: &mut KpKprobe) {
     unsafe { kp::kp_unregister_kprobe(p) }
 }
 
+/// Not registered, and the engine's record in it cleared (as before
+/// registration: the struct can be registered again).
+pub(crate) fn cleared(p: &KpKprobe) -> bool {
+    !p.is_registered() && p.kp_private.iter().all(|&w| w == 0)
+}
+
 pub(crate) fn disable(p: &mut KpKprobe) -> c_int {
     // SAFETY: `p` is registered.
     unsafe { kp::kp_disable_kprobe(p) }

@@ -114,9 +114,48 @@ pub(crate) const OPT_MAX_SPAN: usize = 1;
 #[derive(Clone, Copy)]
 pub(crate) struct OptInsn;
 
-impl OptInsn {
+/// A point's jump optimization state: none on arm64.
+pub(crate) struct OptState;
+
+#[allow(dead_code)]
+impl OptState {
+    /// Nothing prepared.
+    pub(crate) const fn none() -> OptState {
+        OptState
+    }
+
+    /// No jump: hits never resume in a detour.
+    #[inline(always)]
+    pub(crate) fn resume(&self) -> usize {
+        0
+    }
+
+    /// Unreachable: [`opt_prepare`] refuses.
+    pub(crate) fn prepare(&self, _o: OptInsn) {}
+
+    /// Nothing to unpublish.
+    pub(crate) fn clear(&self) {}
+
     /// No jump.
-    pub(crate) const NONE: OptInsn = OptInsn;
+    pub(crate) fn insn(&self) -> OptInsn {
+        OptInsn
+    }
+
+    /// Never in the text.
+    pub(crate) fn jumped(&self) -> bool {
+        false
+    }
+
+    /// Unreachable: no jump is written.
+    pub(crate) fn set_jumped(&self, _on: bool) {}
+
+    /// The optimizer does not run (`OPT_SUPPORTED`).
+    pub(crate) fn refused(&self) -> u16 {
+        0
+    }
+
+    /// The optimizer does not run (`OPT_SUPPORTED`).
+    pub(crate) fn set_refused(&self, _tag: u16) {}
 }
 
 /// Never optimizes.
@@ -127,11 +166,6 @@ pub(crate) fn opt_prepare(
     _other_probe: impl Fn(usize) -> bool,
 ) -> core::result::Result<OptInsn, (&'static str, bool)> {
     Err(("no jump optimization on arm64", true))
-}
-
-/// Unreachable: nothing is prepared.
-pub(crate) fn opt_resume(_o: &OptInsn) -> usize {
-    0
 }
 
 /// No bytes covered.
@@ -195,8 +229,9 @@ core::arch::global_asm!(
 pub(crate) struct ArchInsn {
     /// The original instruction.
     orig: u32,
-    /// How it is executed.
-    class: Class,
+    /// Whether it is simulated (classified again when it runs: keeps this
+    /// record, and so `Point`, small).
+    simulated: bool,
     /// The out-of-line slot, 0 when simulated.
     slot: usize,
     /// The slot's boosted copy ends in a branch back (the next original
@@ -243,7 +278,7 @@ pub(crate) fn ftrace_entry_site(_start: usize, _size: usize) -> Option<usize> {
 pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
     ArchInsn {
         orig: read_insn(addr).unwrap_or(NOP),
-        class: Class::Steppable,
+        simulated: false,
         slot: 0,
         boost: false,
     }
@@ -337,7 +372,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchI
     }
     let mut insn = ArchInsn {
         orig,
-        class,
+        simulated: class.is_simulated(),
         slot: 0,
         boost: false,
     };
@@ -390,10 +425,10 @@ const DAIF_MASK: usize = 0xf << 6;
 /// Runs a simulated instruction in place. Returns false when the instruction
 /// must run out of line.
 pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
-    if !insn.class.is_simulated() {
+    if !insn.simulated {
         return false;
     }
-    simulate::run(insn.class, addr, regs);
+    simulate::run(decode::classify(insn.orig), addr, regs);
     true
 }
 

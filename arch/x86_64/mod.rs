@@ -215,7 +215,7 @@ pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
     };
 }
 
-pub(crate) use opt::OptInsn;
+pub(crate) use opt::{OptInsn, OptState};
 
 /// Whether this backend has jump optimization (`src/optimize.rs`).
 pub(crate) const OPT_SUPPORTED: bool = true;
@@ -233,11 +233,6 @@ pub(crate) fn opt_prepare(
     other_probe: impl Fn(usize) -> bool,
 ) -> core::result::Result<OptInsn, (&'static str, bool)> {
     opt::prepare(addr, fstart, fsize, other_probe)
-}
-
-/// Where breakpoint hits resume while the jump is prepared or written.
-pub(crate) fn opt_resume(o: &OptInsn) -> usize {
-    opt::resume(o)
 }
 
 /// Bytes the jump covers.

@@ -57,6 +57,83 @@ pub(crate) struct OptInsn {
     orig: [u8; MAX_SPAN],
 }
 
+/// A point's jump optimization state (`Point::opt`, used by
+/// `src/optimize.rs`).
+pub(crate) struct OptState {
+    /// The prepared jump (registration lock; meaningful while `resume` is
+    /// not 0).
+    insn: core::cell::UnsafeCell<OptInsn>,
+    /// Where breakpoint hits resume while a jump is prepared or written (the
+    /// detour's relocated instructions); 0: no jump. Read by the trap path.
+    resume: core::sync::atomic::AtomicUsize,
+    /// Whether the jump is in the text.
+    jumped: AtomicBool,
+    /// Epoch + 1 of the optimizer's last refusal (wrapping: after 65,536
+    /// epochs a stale refusal may skip one attempt, until the next epoch).
+    refused: core::sync::atomic::AtomicU16,
+}
+
+impl OptState {
+    /// Nothing prepared.
+    pub(crate) const fn none() -> OptState {
+        OptState {
+            insn: core::cell::UnsafeCell::new(OptInsn::NONE),
+            resume: core::sync::atomic::AtomicUsize::new(0),
+            jumped: AtomicBool::new(false),
+            refused: core::sync::atomic::AtomicU16::new(0),
+        }
+    }
+
+    /// Where hits resume (the detour), 0 when no jump is prepared. Trap
+    /// path.
+    #[inline(always)]
+    pub(crate) fn resume(&self) -> usize {
+        self.resume.load(Ordering::Acquire)
+    }
+
+    /// Publishes a prepared jump: hits resume in its detour from now on.
+    /// Registration lock held, nothing prepared.
+    pub(crate) fn prepare(&self, o: OptInsn) {
+        // SAFETY: registration lock held; not published yet (`resume` is
+        // 0), so no reader looks at it.
+        unsafe { *self.insn.get() = o };
+        self.resume.store(resume(&o), Ordering::Release);
+    }
+
+    /// Unpublishes the prepared jump (hits step again). Registration lock
+    /// held.
+    pub(crate) fn clear(&self) {
+        self.resume.store(0, Ordering::Release);
+    }
+
+    /// The prepared jump. Registration lock held.
+    pub(crate) fn insn(&self) -> OptInsn {
+        // SAFETY: written only under the registration lock, which our
+        // caller holds.
+        unsafe { *self.insn.get() }
+    }
+
+    /// Whether the jump is in the text.
+    pub(crate) fn jumped(&self) -> bool {
+        self.jumped.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the jump is in the text. Registration lock held.
+    pub(crate) fn set_jumped(&self, on: bool) {
+        self.jumped.store(on, Ordering::Relaxed);
+    }
+
+    /// The epoch + 1 of the last refusal.
+    pub(crate) fn refused(&self) -> u16 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Records a refusal in epoch `tag - 1`. Registration lock held.
+    pub(crate) fn set_refused(&self, tag: u16) {
+        self.refused.store(tag, Ordering::Relaxed);
+    }
+}
+
 impl OptInsn {
     /// No jump.
     pub(crate) const NONE: OptInsn = OptInsn {
