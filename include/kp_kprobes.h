@@ -58,8 +58,8 @@ struct kp_kprobe {
 	/* Engine-private: zero before registration, zeroed again by
 	 * unregistration; do not touch in between. The engine keeps its
 	 * record of the probe here (as the kernel keeps its own in struct
-	 * kprobe): a registration allocates nothing per probe beyond the
-	 * probed address's record. */
+	 * kprobe): a probe alone at its address costs the engine one small
+	 * record for the address and nothing else. */
 	unsigned long kp_private[KP_PRIVATE_WORDS];
 };
 

@@ -48,11 +48,21 @@ mem_bytes() {
 		delete kv
 		for (j = i + 1; j <= NF; j++) if (split($j, a, "=") == 2) kv[a[1]] = a[2]
 		if (kv["call_site"] ~ /^alloc_vmap_area\+/) next
-		if (ev == "kmalloc:" || ev == "kmem_cache_alloc:") live["s" kv["ptr"]] = kv["bytes_alloc"]
-		else if (ev == "kfree:" || ev == "kmem_cache_free:") delete live["s" kv["ptr"]]
-		else if (ev == "percpu_alloc_percpu:") live["p" kv["ptr"]] = kv["bytes_alloc"]
-		else if (ev == "percpu_free_percpu:") delete live["p" kv["ptr"]]
-	} END { s = vm; for (k in live) s += live[k]; print s }' $T/trace
+		if (ev == "kmalloc:" || ev == "kmem_cache_alloc:") {
+			live["s" kv["ptr"]] = kv["bytes_alloc"]; site["s" kv["ptr"]] = kv["call_site"]
+		} else if (ev == "kfree:" || ev == "kmem_cache_free:") delete live["s" kv["ptr"]]
+		else if (ev == "percpu_alloc_percpu:") {
+			live["p" kv["ptr"]] = kv["bytes_alloc"]; site["p" kv["ptr"]] = kv["call_site"]
+		} else if (ev == "percpu_free_percpu:") delete live["p" kv["ptr"]]
+	} END {
+		s = vm
+		for (k in live) { s += live[k]; by[site[k]] += live[k]; n[site[k]]++ }
+		print s
+		# Where the kept bytes were allocated (console only).
+		line = sprintf("KP-BENCH-MEM-SITES %s: vmalloc %d", req, vm)
+		for (c in by) line = line sprintf("; %s %d x%d", c, by[c], n[c])
+		print line | "cat >&2"
+	}' req="$1" $T/trace
 }
 # mem_row NAME N REQ_OURS REQ_KERNEL [BASE_OURS BASE_KERNEL]: bytes per unit
 # (minus the bases' bytes), plus $struct_ours / $struct_kernel, printed as
@@ -70,6 +80,9 @@ mem_row() {
 case ,$rows, in
 *,all,* | *,memory,*)
 	insmod $M/kp_bench.ko rows=none
+	# The parameter's sysfs path gets its dentries and inodes now, not in
+	# the first measurement (ours: they were 3 bytes per probe there).
+	echo release >/sys/module/kp_bench/parameters/mem
 	# Per probe, the client's struct counts too (the kernel keeps its
 	# per-probe state there: struct kprobe vs struct kp_kprobe).
 	set -- $(dmesg | sed -n 's/.*KP-BENCH-SIZES ours \([0-9]*\) kernel \([0-9]*\).*/\1 \2/p' | tail -n 1)

@@ -56,8 +56,8 @@ pub struct KpKprobe {
     pub flags: c_uint,
     /// Engine-private: zero before registration and after unregistration.
     /// The engine keeps its record of the probe here, as the kernel keeps
-    /// its own in `struct kprobe`: registering allocates nothing per probe
-    /// but the probed address's record.
+    /// its own in `struct kprobe`: a probe alone at its address costs the
+    /// engine one small record for the address and nothing else.
     pub kp_private: [c_ulong; KP_PRIVATE_WORDS],
 }
 

@@ -3,8 +3,8 @@
 //! Introspection under `/sys/kernel/debug/kp/` (the kernel's own kprobes own
 //! `/sys/kernel/debug/kprobes/`):
 //!
-//! - `list`: one line per probe, like the kernel's `kprobes/list`, plus hit
-//!   and miss counters: `address  k  symbol+offset [module]  [FLAGS]  hits=N missed=M`;
+//! - `list`: one line per probe, like the kernel's `kprobes/list`, plus the
+//!   miss counter: `address  k  symbol+offset [module]  [FLAGS]  missed=M`;
 //! - `stats`: probes, probed addresses, slots, return instances, events,
 //!   second traps taken (`stats.rs`);
 //! - `enabled`: reads 0/1; write 0 to disarm every probe, 1 to re-arm;

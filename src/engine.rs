@@ -128,7 +128,11 @@ impl kernel::Module for KprobesEngine {
         }
         events::init();
         kretprobe::init();
-        debugfs::init()?;
+        if let Err(e) = debugfs::init() {
+            // Everything above is set up: the unload path takes it down.
+            drop(KprobesEngine);
+            return Err(e);
+        }
         pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)
     }

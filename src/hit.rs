@@ -203,8 +203,7 @@ unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
     Some(cpu)
 }
 
-/// Counts a hit on each enabled probe and runs its pre handler, in
-/// registration order; true when one returned non-zero (it redirected
+/// Runs the pre handler of each enabled probe, in registration order; true when one returned non-zero (it redirected
 /// execution: the rest do not run). The caller marks this CPU busy.
 #[inline(always)]
 fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
@@ -215,8 +214,8 @@ fn run_pre(point: &Point, regs: &mut bindings::pt_regs) -> bool {
     point.probes().any(|p| pre_one(p, regs))
 }
 
-/// Counts a hit on `p` and runs its pre handler, if it is enabled; true
-/// when the handler redirected execution.
+/// Runs `p`'s pre handler, if it is enabled; true when the handler
+/// redirected execution.
 #[inline(always)]
 fn pre_one(p: &Probe, regs: &mut bindings::pt_regs) -> bool {
     if p.disabled.load(Ordering::Relaxed) {

@@ -9,7 +9,7 @@
 //!
 //! 1. A point is armed: the optimizer (delayed work, batched) is kicked.
 //! 2. The optimizer asks the arch to check the function and build a detour
-//!    for each candidate, and publishes it (`Point::opt_resume`): from now
+//!    for each candidate, and publishes it (`arch::OptState::prepare`): from now
 //!    on breakpoint hits resume in the detour's relocated instructions, so
 //!    no CPU newly enters the bytes the jump will cover.
 //! 3. It waits, without the lock, until every task that may have been
@@ -37,7 +37,8 @@ static ENABLED: AtomicBool = AtomicBool::new(true);
 /// Points whose jump is written (a fast path for [`overlay`]).
 static JUMPED: AtomicUsize = AtomicUsize::new(0);
 /// Bumped when a point goes away: a refusal because of a neighbour may no
-/// longer hold (`Point::opt_refused` keeps the epoch + 1 of its refusal).
+/// longer hold (`arch::OptState::refused` keeps the epoch + 1 of its
+/// refusal).
 static EPOCH: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether jump optimization is on.

@@ -31,8 +31,11 @@ use kernel::str::CStr;
 
 /// One client probe: the engine's record, kept in the client's
 /// `struct kp_kprobe` (its `kp_private` words), as the kernel keeps its
-/// per-probe state in `struct kprobe`: registering allocates nothing per
-/// probe beyond the probed address's [`Point`].
+/// per-probe state in `struct kprobe`: a probe alone at its address costs
+/// its [`Point`] and nothing else (a second probe there adds the point's
+/// list). The list of all probes is chained through these records: a
+/// client that frees or overwrites a registered struct corrupts it (as it
+/// already breaks every hit there).
 #[repr(C)]
 pub(crate) struct Probe {
     /// The point this probe sits on; null once the text went away (GONE).
@@ -878,7 +881,8 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
         }
         // The only probe. The point goes, or, if its text cannot be
         // restored, stays with no probe: either way no hit may find this
-        // probe from now on (it is freed after the grace period).
+        // probe from now on (its record is cleared after the grace
+        // period).
         None => {
             point.probes.store(null_mut(), Ordering::Release);
             0
@@ -1251,15 +1255,11 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
             "module unloading with probe {:p} still registered; unregistering it\n",
             user
         );
-        if within(user as usize) {
-            // The struct is module memory, valid until after this notifier.
-            // A kretprobe's pool must stop calling its handler too.
-            crate::kretprobe::forget_if_kretprobe(&g, user);
-            // SAFETY: as just said.
-            unregister_locked(&g, unsafe { &mut *user });
-        } else {
-            drop_probe(&g, victim);
-        }
+        // The struct is valid while registered (module memory stays until
+        // after this notifier). A kretprobe's pool must stop calling its
+        // handler too, wherever its struct is.
+        crate::kretprobe::forget_if_kretprobe(&g, user);
+        drop_probe(&g, victim);
     }
     // Points in the going module's text: mark their probes GONE.
     loop {

@@ -20,7 +20,9 @@
  *   holds) on a function, for the kp_ftrace case where the engine cannot
  *   have the direct call there; and a kprobe of the kernel's own with a
  *   post handler (an IPMODIFY ftrace user at a function entry) beside the
- *   engine's direct call.
+ *   engine's direct call;
+ * - the C header's layout of the ABI structs, for kp_smoke to compare with
+ *   src/abi.rs.
  */
 #include <linux/module.h>
 #include <linux/delay.h>
@@ -30,6 +32,8 @@
 #include <linux/kthread.h>
 #include <linux/sched/task.h>
 #include <linux/ftrace.h>
+#include <linux/stddef.h>
+#include "../include/kp_kprobes.h"
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
 #include <asm/apic.h>
@@ -325,3 +329,25 @@ unsigned long kp_test_kernel_kprobe_hits(void)
 {
 	return atomic_long_read(&kp_test_kk_hits);
 }
+
+/* sizeof and field offsets of struct kp_kprobe and struct kp_kretprobe as
+ * the C header lays them out, in the order kp_smoke lists them. */
+const size_t kp_test_c_layout[] = {
+	sizeof(struct kp_kprobe),
+	offsetof(struct kp_kprobe, addr),
+	offsetof(struct kp_kprobe, symbol_name),
+	offsetof(struct kp_kprobe, pre_handler),
+	offsetof(struct kp_kprobe, post_handler),
+	offsetof(struct kp_kprobe, fault_handler),
+	offsetof(struct kp_kprobe, nmissed),
+	offsetof(struct kp_kprobe, offset),
+	offsetof(struct kp_kprobe, flags),
+	offsetof(struct kp_kprobe, kp_private),
+	sizeof(struct kp_kretprobe),
+	offsetof(struct kp_kretprobe, handler),
+	offsetof(struct kp_kretprobe, entry_handler),
+	offsetof(struct kp_kretprobe, maxactive),
+	offsetof(struct kp_kretprobe, nmissed),
+	offsetof(struct kp_kretprobe, data_size),
+	offsetof(struct kp_kretprobe, kp_private),
+};

@@ -80,6 +80,38 @@ fn smoke_abi_size(t: &mut Test) {
     // SAFETY: a plain exported constant.
     let engine = unsafe { kp_kprobe_abi_size };
     kp_expect_eq!(t, engine, core::mem::size_of::<KpKprobe>());
+    // The C header's layout (compiled by the C compiler in
+    // tests/helpers.c) is src/abi.rs's, field by field.
+    extern "C" {
+        static kp_test_c_layout: [usize; 17];
+    }
+    use core::mem::{offset_of, size_of};
+    use kp::KpKretprobe as R;
+    use KpKprobe as K;
+    let rust = [
+        size_of::<K>(),
+        offset_of!(K, addr),
+        offset_of!(K, symbol_name),
+        offset_of!(K, pre_handler),
+        offset_of!(K, post_handler),
+        offset_of!(K, fault_handler),
+        offset_of!(K, nmissed),
+        offset_of!(K, offset),
+        offset_of!(K, flags),
+        offset_of!(K, kp_private),
+        size_of::<R>(),
+        offset_of!(R, handler),
+        offset_of!(R, entry_handler),
+        offset_of!(R, maxactive),
+        offset_of!(R, nmissed),
+        offset_of!(R, data_size),
+        offset_of!(R, kp_private),
+    ];
+    // SAFETY: a constant array defined in tests/helpers.c.
+    let c = unsafe { kp_test_c_layout };
+    for (i, (r, c)) in rust.iter().zip(c.iter()).enumerate() {
+        kp_expect_eq!(t, *r, *c, "layout item {}", i);
+    }
 }
 
 /// Parses the start address of a `0x<start>-0x<end>\t<symbol>` line.
