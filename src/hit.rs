@@ -383,6 +383,9 @@ pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
 /// resumes after the instruction, runs the post handlers of a hit whose
 /// handlers ran, frees the level. Returns where execution goes on unless a
 /// post handler moved `regs.ip` from there.
+// Inline: a call and return cost a TB lookup each under TCG (about 60 ns
+// of the x86_64 post path, bench row 2).
+#[inline(always)]
 fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt_regs) -> usize {
     arch::finish_step(point.addr, &point.insn, regs, f.saved);
     let next = arch::regs::ip(regs);

@@ -424,6 +424,7 @@ const DAIF_MASK: usize = 0xf << 6;
 
 /// Runs a simulated instruction in place. Returns false when the instruction
 /// must run out of line.
+#[inline(always)]
 pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
     if !insn.simulated {
         return false;

@@ -690,6 +690,7 @@ pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt
 
 /// Emulates the instruction in place of the step (branches, calls,
 /// returns); returns false when it must run out of line instead.
+#[inline(always)]
 pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
     match insn.emulate {
         Some(op) => {
