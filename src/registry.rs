@@ -95,20 +95,23 @@ impl Probe {
             .cast_mut()
     }
 
-    /// The client's `nmissed`.
-    pub(crate) fn missed(&self) -> usize {
-        // SAFETY: as in `count_missed`.
-        unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user()).nmissed)) }
-            .load(Ordering::Relaxed)
-    }
-
-    /// Counts a missed hit in the client's `nmissed`.
-    pub(crate) fn count_missed(&self) {
+    /// The client's `nmissed`, as an atomic.
+    #[inline(always)]
+    fn nmissed(&self) -> &AtomicUsize {
         // SAFETY: the client's struct is valid while registered; `nmissed`
         // is a naturally aligned `unsigned long`, so it can be updated
         // atomically.
         unsafe { AtomicUsize::from_ptr(core::ptr::addr_of_mut!((*self.user()).nmissed)) }
-            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The client's `nmissed`.
+    pub(crate) fn missed(&self) -> usize {
+        self.nmissed().load(Ordering::Relaxed)
+    }
+
+    /// Counts a missed hit in the client's `nmissed`.
+    pub(crate) fn count_missed(&self) {
+        self.nmissed().fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -965,7 +968,7 @@ fn unregister_locked(g: &RegGuard, p: &mut KpKprobe) {
 
 /// Validates a client's struct before registration.
 fn check_new(g: &RegGuard, p: &mut KpKprobe) -> Result {
-    if p.flags & KP_FLAG_REGISTERED != 0 || is_registered(g, Probe::of(p)) {
+    if p.is_registered() || is_registered(g, Probe::of(p)) {
         pr_err!("probe {:p} is already registered\n", p);
         return Err(EINVAL);
     }
@@ -1057,7 +1060,7 @@ pub unsafe extern "C" fn kp_unregister_kprobe(p: *mut KpKprobe) {
     let Some(p) = (unsafe { p.as_mut() }) else {
         return;
     };
-    if p.flags & KP_FLAG_REGISTERED == 0 {
+    if !p.is_registered() {
         return;
     }
     let g = RegGuard::lock();
@@ -1119,7 +1122,7 @@ pub unsafe extern "C" fn kp_unregister_kprobes(kps: *mut *mut KpKprobe, num: ker
             continue;
         };
         let probe = Probe::of(p);
-        if p.flags & KP_FLAG_REGISTERED == 0 || !is_registered(&g, probe) {
+        if !p.is_registered() || !is_registered(&g, probe) {
             continue;
         }
         let r = detach_begin(&g, probe);

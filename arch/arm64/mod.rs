@@ -117,7 +117,6 @@ pub(crate) struct OptInsn;
 /// A point's jump optimization state: none on arm64.
 pub(crate) struct OptState;
 
-#[allow(dead_code)]
 impl OptState {
     /// Nothing prepared.
     pub(crate) const fn none() -> OptState {
