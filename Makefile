@@ -6,12 +6,13 @@
 #   make test                host tests + KUnit in QEMU on x86_64 and arm64
 #   make test-debug          the same on an x86_64 kernel with lockdep, KASAN, ...
 #   make bench [ARCH=...]    the engine vs the kernel's kprobes, same boot
+#   make fuzz                libFuzzer on the pure logic (KP_FUZZ_SECONDS each, 3600)
 #   make check               rustfmt and clippy (CLIPPY=1) over the tree
 
 ARCH ?= x86_64
 SHELL := /bin/bash
 
-.PHONY: all modules setup demo test test-debug bench check fmt clean
+.PHONY: all modules setup demo test test-debug bench check fmt clean fuzz
 
 all: modules
 
@@ -34,6 +35,11 @@ test-debug:
 
 bench:
 	scripts/bench.sh $(ARCH)
+
+# Coverage-guided fuzzing of the event grammar, the symbol parsers and both
+# decoders (scripts/fuzz.sh); KP_FUZZ_MERGE=1 merges new inputs into fuzz/corpus.
+fuzz:
+	scripts/fuzz.sh $${KP_FUZZ_SECONDS:-3600}
 
 fmt:
 	scripts/fmt.sh

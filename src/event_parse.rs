@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! The `kprobe_events` grammar (`Documentation/trace/kprobetrace.rst`):
 //! pure, `core`-only, no allocation. The kernel side compiles what this
 //! returns; the host tests (`host/tests/events.rs`) run the documentation's
@@ -440,8 +447,21 @@ pub struct FetchArg<'a> {
 impl<'a> FetchArg<'a> {
     /// The program.
     pub fn program(&self) -> &[Op<'a>] {
-        &self.ops[..usize::from(self.nops)]
+        self.ops.get(..usize::from(self.nops)).unwrap_or(&[])
     }
+}
+
+/// `a + b` for byte positions and lengths inside one line: saturating, so
+/// that no input can make position arithmetic overflow (a saturated
+/// position only ever lands past the end, where [`sub`] and [`from`] give
+/// `""`).
+fn add(a: usize, b: usize) -> usize {
+    a.saturating_add(b)
+}
+
+/// `a + b + 1`: the position just past a separator found at `b`.
+fn past(a: usize, b: usize) -> usize {
+    a.saturating_add(b).saturating_add(1)
 }
 
 /// `&s[a..b]`, or `""` when out of range: no panic path (objtool does not
@@ -494,7 +514,9 @@ fn parse_u64(s: &str) -> Option<u64> {
 /// `kstrtol(s, 0)` with an explicit sign allowed.
 fn parse_i64(s: &str) -> Option<i64> {
     match s.strip_prefix('-') {
-        Some(r) => parse_u64(r).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        // `kstrtol` accepts down to i64::MIN, whose magnitude is one past
+        // i64::MAX.
+        Some(r) => parse_u64(r).and_then(|v| 0i64.checked_sub_unsigned(v)),
         None => parse_u64(s.strip_prefix('+').unwrap_or(s)).and_then(|v| i64::try_from(v).ok()),
     }
 }
@@ -504,19 +526,19 @@ fn tokens(s: &str, base: usize) -> impl Iterator<Item = (usize, &str)> {
     let mut at = 0;
     core::iter::from_fn(move || {
         let rest = from(s, at);
-        let start = at
-            + (rest.len()
-                - rest
-                    .trim_start_matches(|c: char| c.is_ascii_whitespace())
-                    .len());
+        let skipped = rest.len().saturating_sub(
+            rest.trim_start_matches(|c: char| c.is_ascii_whitespace())
+                .len(),
+        );
+        let start = add(at, skipped);
         if start >= s.len() {
             return None;
         }
         let len = from(s, start)
             .find(|c: char| c.is_ascii_whitespace())
-            .unwrap_or(s.len() - start);
-        at = start + len;
-        Some((base + start, sub(s, start, start + len)))
+            .unwrap_or(s.len().saturating_sub(start));
+        at = add(start, len);
+        Some((add(base, start), sub(s, start, at)))
     })
 }
 
@@ -550,7 +572,7 @@ fn split_name(
         Some(i) => {
             let name = sub(s, 0, i);
             check_name(name, max, errs, pos)?;
-            Ok((Some(name), from(s, i + 1), pos + i + 1))
+            Ok((Some(name), from(s, past(0, i)), past(pos, i)))
         }
         None => Ok((None, s, pos)),
     }
@@ -593,7 +615,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
         return Ok(Command::Empty);
     };
     let (head, names) = match cmd.find(':') {
-        Some(i) => (sub(cmd, 0, i), Some((from(cmd, i + 1), cpos + i + 1))),
+        Some(i) => (sub(cmd, 0, i), Some((from(cmd, past(0, i)), past(cpos, i)))),
         None => (cmd, None),
     };
     let mut chars = head.chars();
@@ -605,7 +627,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 return err(ErrKind::BadCommand, cpos);
             }
             let Some((n, npos)) = names else {
-                return err(ErrKind::NoEventName, cpos + 1);
+                return err(ErrKind::NoEventName, past(cpos, 0));
             };
             let (group, event) = parse_names(n, npos, true)?;
             if let Some((p, _)) = toks.next() {
@@ -622,13 +644,13 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 None
             } else {
                 if kind == 'p' {
-                    return err(ErrKind::BadMaxactType, cpos + 1);
+                    return err(ErrKind::BadMaxactType, past(cpos, 0));
                 }
                 let Some(m) = parse_u64(rest).and_then(|m| u32::try_from(m).ok()) else {
-                    return err(ErrKind::BadMaxact, cpos + 1);
+                    return err(ErrKind::BadMaxact, past(cpos, 0));
                 };
                 if m > MAX_MAXACTIVE {
-                    return err(ErrKind::MaxactTooBig, cpos + 1);
+                    return err(ErrKind::MaxactTooBig, past(cpos, 0));
                 }
                 Some(m)
             };
@@ -640,7 +662,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 return err(ErrKind::BadProbeAddr, line.len());
             };
             let (loc, suffix) = match loc.find('%') {
-                Some(i) => (sub(loc, 0, i), Some((from(loc, i + 1), lpos + i))),
+                Some(i) => (sub(loc, 0, i), Some((from(loc, past(0, i)), add(lpos, i)))),
                 None => (loc, None),
             };
             if let Some((s, spos)) = suffix {
@@ -654,7 +676,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 return err(ErrKind::BadRetprobe, lpos);
             }
             if maxactive.is_some() && !is_return {
-                return err(ErrKind::BadMaxactType, cpos + 1);
+                return err(ErrKind::BadMaxactType, past(cpos, 0));
             }
             let args_start = toks.next().map_or(line.len(), |(p, _)| p);
             let def = ProbeDef {
@@ -679,18 +701,18 @@ fn parse_location(s: &str, pos: usize) -> Res<Location<'_>> {
     if s.is_empty() {
         return err(ErrKind::BadProbeAddr, pos);
     }
-    if s.as_bytes()[0].is_ascii_digit() {
+    if s.as_bytes().first().is_some_and(u8::is_ascii_digit) {
         return match parse_u64(s) {
             Some(a) => Ok(Location::Address(a)),
             None => err(ErrKind::BadProbeAddr, pos),
         };
     }
     let (module, sym) = match s.find(':') {
-        Some(i) => (Some(sub(s, 0, i)), from(s, i + 1)),
+        Some(i) => (Some(sub(s, 0, i)), from(s, past(0, i))),
         None => (None, s),
     };
     let (name, offset) = match sym.find('+') {
-        Some(i) => match parse_u64(from(sym, i + 1)) {
+        Some(i) => match parse_u64(from(sym, past(0, i))) {
             Some(o) => (sub(sym, 0, i), o),
             None => return err(ErrKind::BadProbeAddr, pos),
         },
@@ -737,7 +759,7 @@ impl<'a> ProbeDef<'a> {
         let mut n = 0;
         for (i, a) in self.args().enumerate() {
             let a = a?;
-            n += 1;
+            n = add(n, 1);
             if n > MAX_ARGS {
                 return err(ErrKind::TooManyArgs, self.args_pos);
             }
@@ -775,16 +797,18 @@ impl<'a> ProbeDef<'a> {
             Location::Address(a) => fmt::write(&mut w, format_args!("{}_0x{:x}", c, a)),
         };
         let len = w.len;
-        let buf = w.buf;
-        for b in buf[..len].iter_mut() {
+        let Some(name) = w.buf.get_mut(..len) else {
+            return "";
+        };
+        for b in name.iter_mut() {
             if !(b.is_ascii_alphanumeric() || *b == b'_') {
                 *b = b'_';
             }
         }
-        if buf[0].is_ascii_digit() {
-            buf[0] = b'_';
+        if let Some(b) = name.first_mut().filter(|b| b.is_ascii_digit()) {
+            *b = b'_';
         }
-        core::str::from_utf8(&buf[..len]).unwrap_or("")
+        core::str::from_utf8(name).unwrap_or("")
     }
 }
 
@@ -794,7 +818,7 @@ fn names_equal(a: Option<&str>, i: usize, b: Option<&str>, j: usize) -> bool {
     let generated = |n: &str, k: usize| {
         n.strip_prefix("arg")
             .and_then(|d| d.parse::<usize>().ok())
-            .is_some_and(|d| d == k + 1 && !from(n, 3).starts_with('0'))
+            .is_some_and(|d| d == add(k, 1) && !from(n, 3).starts_with('0'))
     };
     match (a, b) {
         (Some(x), Some(y)) => x == y,
@@ -813,10 +837,13 @@ struct BufWriter<'b> {
 impl fmt::Write for BufWriter<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         // One byte stays free (a NUL for C callers).
-        let room = self.buf.len().saturating_sub(self.len + 1);
+        let room = self.buf.len().saturating_sub(add(self.len, 1));
         let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
+        let end = add(self.len, n);
+        if let (Some(dst), Some(src)) = (self.buf.get_mut(self.len..end), s.as_bytes().get(..n)) {
+            dst.copy_from_slice(src);
+            self.len = end;
+        }
         Ok(())
     }
 }
@@ -875,7 +902,9 @@ fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
         }
     };
     let (w, o, c) = (num(w).ok_or(bad)?, num(o).ok_or(bad)?, num(c).ok_or(bad)?);
-    if !matches!(c, 8 | 16 | 32 | 64) || w == 0 || w + o > c {
+    // Each of the three is any u32 the user wrote: compare without a sum
+    // that could overflow (`b4294967295@1/64` once panicked here).
+    if !matches!(c, 8 | 16 | 32 | 64) || w == 0 || !w.checked_add(o).is_some_and(|end| end <= c) {
         return Err(bad);
     }
     Ok(Type::Bitfield {
@@ -901,9 +930,10 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     }
     // The type suffix: the last ':' outside parentheses.
     let (expr, ty) = match body.rfind(':') {
-        Some(i) if !from(body, i).contains(')') => {
-            (sub(body, 0, i), Some((from(body, i + 1), bpos + i + 1)))
-        }
+        Some(i) if !from(body, i).contains(')') => (
+            sub(body, 0, i),
+            Some((from(body, past(0, i)), past(bpos, i))),
+        ),
         _ => (body, None),
     };
     let mut ops = [Op::Imm(0); MAX_OPS];
@@ -918,7 +948,10 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
             }
             if matches!(t, Type::String | Type::UString)
                 && base != Op::Comm
-                && !matches!(ops[usize::from(nops) - 1], Op::Deref { .. })
+                && !matches!(
+                    ops.get(usize::from(nops).wrapping_sub(1)),
+                    Some(Op::Deref { .. })
+                )
             {
                 return err(ErrKind::BadString, tpos);
             }
@@ -941,8 +974,11 @@ fn push<'a>(ops: &mut [Op<'a>; MAX_OPS], nops: &mut u8, op: Op<'a>, pos: usize) 
     if n >= MAX_OPS {
         return err(ErrKind::TooManyOps, pos);
     }
-    ops[n] = op;
-    *nops += 1;
+    let Some(slot) = ops.get_mut(n) else {
+        return err(ErrKind::TooManyOps, pos);
+    };
+    *slot = op;
+    *nops = nops.saturating_add(1);
     Ok(())
 }
 
@@ -985,7 +1021,7 @@ fn parse_expr<'a>(
                         if !ctx.at_entry || ctx.is_return {
                             return err(ErrKind::NoFentryArgs, pos);
                         }
-                        Op::Arg(n - 1)
+                        Op::Arg(n.saturating_sub(1))
                     }
                     _ => return err(ErrKind::BadArgNum, pos),
                 }
@@ -1050,7 +1086,7 @@ fn parse_expr<'a>(
                 return err(ErrKind::DerefNeedBrace, pos);
             };
             if !e.ends_with(')') {
-                return err(ErrKind::DerefOpenBrace, pos + open);
+                return err(ErrKind::DerefOpenBrace, add(pos, open));
             }
             let (sign, mut off) = (sub(e, 0, 1), sub(e, 1, open));
             let user = off.starts_with('u');
@@ -1060,9 +1096,10 @@ fn parse_expr<'a>(
             let Some(v) = parse_u64(off).and_then(|v| i64::try_from(v).ok()) else {
                 return err(ErrKind::BadDerefOffs, pos);
             };
-            let offset = if sign == "-" { -v } else { v };
-            let inner = sub(e, open + 1, e.len() - 1);
-            parse_expr(inner, pos + open + 1, ctx, ops, nops)?;
+            // `v` is at most i64::MAX, so its negation cannot overflow.
+            let offset = if sign == "-" { v.wrapping_neg() } else { v };
+            let inner = sub(e, past(0, open), e.len().saturating_sub(1));
+            parse_expr(inner, past(pos, open), ctx, ops, nops)?;
             if ops[0] == Op::Comm {
                 return err(ErrKind::CommCantDeref, pos);
             }
@@ -1104,7 +1141,7 @@ impl fmt::Display for ProbeDef<'_> {
             let (_, t) = a;
             match t.find('=') {
                 Some(_) => write!(f, " {}", t)?,
-                None => write!(f, " arg{}={}", i + 1, t)?,
+                None => write!(f, " arg{}={}", add(i, 1), t)?,
             }
         }
         Ok(())

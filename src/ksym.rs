@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Parsing of the kernel's `%pS`-style symbol strings and probe specs.
 //!
 //! Pure logic (`core` only, no allocation, no kernel types): built into the
@@ -26,11 +33,10 @@ fn parse_hex(s: &[u8]) -> Option<u64> {
     let mut v: u64 = 0;
     for &c in digits {
         let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
+            b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => char::from(c).to_digit(16)?,
             _ => return None,
         };
+        // At most 16 digits (checked above): the shift never drops a bit.
         v = (v << 4) | u64::from(d);
     }
     Some(v)
@@ -45,7 +51,7 @@ pub fn parse_sprint_symbol(buf: &[u8]) -> Option<SymInfo<'_>> {
     let s = buf.get(..end)?;
     let (sym, module) = match s.iter().position(|&c| c == b' ') {
         Some(sp) => {
-            let rest = s.get(sp + 1..)?;
+            let rest = s.get(sp.checked_add(1)?..)?;
             let m = rest.strip_prefix(b"[")?;
             // Modules with a build id print "[mod buildid]"; keep the name.
             let m = m.strip_suffix(b"]")?;
@@ -62,10 +68,10 @@ pub fn parse_sprint_symbol(buf: &[u8]) -> Option<SymInfo<'_>> {
     };
     let plus = sym.iter().rposition(|&c| c == b'+')?;
     let name = sym.get(..plus)?;
-    let rest = sym.get(plus + 1..)?;
+    let rest = sym.get(plus.checked_add(1)?..)?;
     let slash = rest.iter().position(|&c| c == b'/')?;
     let offset = parse_hex(rest.get(..slash)?)?;
-    let size = parse_hex(rest.get(slash + 1..)?)?;
+    let size = parse_hex(rest.get(slash.checked_add(1)?..)?)?;
     if name.is_empty() {
         return None;
     }
@@ -97,7 +103,7 @@ fn is_sym_char(c: u8) -> bool {
 /// Splits and checks `[module:]symbol`.
 pub fn parse_sym_spec(s: &[u8]) -> Option<SymSpec<'_>> {
     let (module, name) = match s.iter().position(|&c| c == b':') {
-        Some(i) => (Some(s.get(..i)?), s.get(i + 1..)?),
+        Some(i) => (Some(s.get(..i)?), s.get(i.checked_add(1)?..)?),
         None => (None, s),
     };
     let ok =

@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! AArch64 instruction classifier for kprobes.
 //!
 //! A kprobe on arm64 replaces the probed instruction with a `BRK`. When the

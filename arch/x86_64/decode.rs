@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! x86-64 instruction length decoder and classifier for kprobes.
 //!
 //! This module decodes *one* x86-64 instruction (64-bit mode only) and reports

@@ -495,3 +495,177 @@ fn random_lines_never_panic_and_round_trip() {
     );
     assert!(accepted > 10_000 && rejected > 10_000);
 }
+
+/// The numbers a user can write in any numeric field, in each notation the
+/// grammar reads (decimal, `0x` hex, leading-`0` octal), with signs where a
+/// field takes one: the edges of every integer width the parser narrows to.
+fn edge_numbers() -> Vec<String> {
+    let vals: [u128; 14] = [
+        0,
+        1,
+        7,
+        8,
+        63,
+        64,
+        65,
+        4096,
+        4097,
+        1 << 31,
+        (1 << 32) - 1,
+        1 << 32,
+        1 << 63,
+        (1 << 64) - 1,
+    ];
+    let mut out = Vec::new();
+    for v in vals.iter().chain(&[1u128 << 64, (1 << 64) + 1]) {
+        for s in [format!("{v}"), format!("0x{v:x}"), format!("0{v:o}")] {
+            out.push(s.clone());
+            out.push(format!("-{s}"));
+            out.push(format!("+{s}"));
+        }
+    }
+    out.push("99999999999999999999999999999999999999".into());
+    out.push("-".into());
+    out.push("0x".into());
+    out.push("".into());
+    out
+}
+
+#[test]
+fn edge_values_in_every_numeric_field_never_panic() {
+    // `N` is replaced by each edge number.
+    let templates = [
+        "rN do_sys_open",
+        "rN:e do_sys_open",
+        "p do_sys_open+N",
+        "p m:do_sys_open+N",
+        "p N",
+        "r N",
+        "p do_sys_open a=%di:bN@1/64",
+        "p do_sys_open a=%di:b1@N/64",
+        "p do_sys_open a=%di:b1@1/N",
+        "p do_sys_open a=%di:bN@N/N",
+        "p do_sys_open a=$stackN",
+        "p do_sys_open a=$argN",
+        "p do_sys_open a=@N",
+        "p do_sys_open a=@jiffiesN",
+        "p do_sys_open a=@jiffies+N",
+        "p do_sys_open a=@jiffies-N",
+        "p do_sys_open a=N(%di)",
+        "p do_sys_open a=+N(%di)",
+        "p do_sys_open a=-N(%di)",
+        "p do_sys_open a=+uN(%di)",
+        "p do_sys_open a=+N(-N(+N(%di))):u8",
+        "p do_sys_open a=\\N",
+        "p do_sys_open a=%di:uN",
+        "p do_sys_open a=%di:sN",
+        "p do_sys_open a=%di:xN",
+        "p do_sys_open a=+0(%di):string[N]",
+        "p do_sys_open a=%di:x8[N]",
+        "p:grpN/evN do_sys_open",
+    ];
+    let mut seen = 0;
+    for t in templates {
+        for n in edge_numbers() {
+            let line = t.replace('N', &n);
+            for regs in [X86_64_REGS, ARM64_REGS] {
+                let line = line.replace("%di", if regs == X86_64_REGS { "%di" } else { "%x0" });
+                // No panic, and an accepted line has a canonical form that
+                // parses back to the same thing.
+                if let Ok(Command::Probe(d)) = parse_line(&line, regs) {
+                    for a in d.args() {
+                        a.expect("validated arguments parse again");
+                    }
+                    let canon = d.to_string();
+                    match parse_line(&canon, regs) {
+                        Ok(Command::Probe(d2)) => assert_eq!(d2.to_string(), canon, "{line:?}"),
+                        other => panic!("{line:?} -> {canon:?} -> {other:?}"),
+                    }
+                }
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 2000, "{seen}");
+}
+
+#[test]
+fn edge_values_refused_with_their_error() {
+    use ErrKind::*;
+    let err = |line: &str| match parse_line(line, X86_64_REGS) {
+        Err(e) => e.kind,
+        other => panic!("{line:?} accepted: {other:?}"),
+    };
+    let ok = |line: &str| {
+        assert!(
+            matches!(parse_line(line, X86_64_REGS), Ok(Command::Probe(_))),
+            "{line:?}"
+        );
+    };
+    // Bitfields: every part is a u32 the user wrote; their sum must not
+    // overflow (this line once panicked the kernel).
+    for line in [
+        "p:x do_sys_open a=%di:b4294967295@1/64",
+        "p:x do_sys_open a=%di:b1@4294967295/64",
+        "p:x do_sys_open a=%di:b4294967295@4294967295/64",
+        "p:x do_sys_open a=%di:b2147483648@2147483648/64",
+        "p:x do_sys_open a=%di:b0@0/8",
+        "p:x do_sys_open a=%di:b65@0/64",
+        "p:x do_sys_open a=%di:b64@1/64",
+        "p:x do_sys_open a=%di:b1@64/64",
+        "p:x do_sys_open a=%di:b1@0/4294967295",
+        "p:x do_sys_open a=%di:b1@0/4294967296",
+        "p:x do_sys_open a=%di:b4294967296@0/64",
+        "p:x do_sys_open a=%di:b-1@0/64",
+    ] {
+        assert_eq!(err(line), BadBitfield, "{line}");
+    }
+    ok("p:x do_sys_open a=%di:b64@0/64");
+    ok("p:x do_sys_open a=%di:b1@63/64");
+    ok("p:x do_sys_open a=%di:b8@0/8");
+    // maxactive: the kernel's limit, then past u32.
+    ok("r4096 do_sys_open");
+    assert_eq!(err("r4097 do_sys_open"), MaxactTooBig);
+    assert_eq!(err("r4294967295 do_sys_open"), MaxactTooBig);
+    assert_eq!(err("r4294967296 do_sys_open"), BadMaxact);
+    assert_eq!(err("r18446744073709551616 do_sys_open"), BadMaxact);
+    // Offsets and addresses: u64, no more.
+    ok("p do_sys_open+18446744073709551615");
+    ok("p 0xffffffffffffffff");
+    assert_eq!(err("p do_sys_open+18446744073709551616"), BadProbeAddr);
+    assert_eq!(err("p 0x10000000000000000"), BadProbeAddr);
+    assert_eq!(err("p do_sys_open+-1"), BadProbeAddr);
+    // Dereference offsets: i64, both signs.
+    ok("p do_sys_open a=+9223372036854775807(%di)");
+    ok("p do_sys_open a=-9223372036854775807(%di)");
+    assert_eq!(
+        err("p do_sys_open a=+9223372036854775808(%di)"),
+        BadDerefOffs
+    );
+    assert_eq!(
+        err("p do_sys_open a=-18446744073709551615(%di)"),
+        BadDerefOffs
+    );
+    // Symbol offsets: down to i64::MIN, whose magnitude is past i64::MAX.
+    ok("p do_sys_open a=@jiffies-9223372036854775808");
+    ok("p do_sys_open a=@jiffies+9223372036854775807");
+    assert_eq!(
+        err("p do_sys_open a=@jiffies-9223372036854775809"),
+        BadMemAddr
+    );
+    assert_eq!(
+        err("p do_sys_open a=@jiffies+9223372036854775808"),
+        BadMemAddr
+    );
+    // Stack and argument numbers: u32.
+    ok("p do_sys_open a=$stack4294967295");
+    assert_eq!(err("p do_sys_open a=$stack4294967296"), BadStackNum);
+    ok("p do_sys_open a=$arg4294967295");
+    assert_eq!(err("p do_sys_open a=$arg0"), BadArgNum);
+    assert_eq!(err("p do_sys_open a=$arg4294967296"), BadArgNum);
+    // Immediates: any u64, or an i64 with its sign.
+    ok("p do_sys_open a=\\18446744073709551615");
+    ok("p do_sys_open a=\\-9223372036854775808");
+    assert_eq!(err("p do_sys_open a=\\18446744073709551616"), BadImm);
+    assert_eq!(err("p do_sys_open a=\\-9223372036854775809"), BadImm);
+}
