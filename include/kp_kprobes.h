@@ -79,6 +79,10 @@ int kp_disable_kprobe(struct kp_kprobe *p);
 int kp_enable_kprobe(struct kp_kprobe *p);
 /* Why addr cannot be probed, or NULL if the blacklist allows it. */
 const char *kp_blacklisted(unsigned long addr);
+/* The idx-th refused range [*start, *end) and its reason; NULL past the
+ * last (the list of /sys/kernel/debug/kp/blacklist). */
+const char *kp_blacklist_range(unsigned long idx, unsigned long *start,
+			       unsigned long *end);
 
 /* ---- return probes ---- */
 

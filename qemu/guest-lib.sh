@@ -194,6 +194,17 @@ run_events() {
 	check events-err-type bad 'p:bad do_sys_open a=%sp:u7' 'Unknown type is specified'
 	check events-err-retval bad 'p:bad do_sys_open a=$retval' '$retval is not available on probe'
 	check events-err-dup bad 'r:myretprobe do_sys_open' 'already used by another event'
+	# Numbers past what a field holds (this one once panicked the kernel).
+	check events-err-bitfield-overflow bad 'p:bad do_sys_open a=$arg1:b4294967295@1/64' 'Invalid bitfield'
+	check events-err-maxactive-overflow bad 'r4294967296:bad do_sys_open' 'Invalid maxactive number'
+	# What the kernel refuses as notrace (trace_kprobe.c: within_notrace_func),
+	# and the engine's trap path (src/blacklist.rs).
+	check events-err-notrace-ftrace_caller bad 'p:bad ftrace_caller' 'Failed to register probe event'
+	check events-err-notrace-_text bad 'p:bad _text' 'Failed to register probe event'
+	if grep -q ' __rcu_read_lock$' /proc/kallsyms; then
+		check events-err-trap-path-rcu-lock bad 'p:bad __rcu_read_lock+5' 'Failed to register probe event'
+		check events-err-trap-path-rcu-unlock bad 'p:bad __rcu_read_unlock+5' 'Failed to register probe event'
+	fi
 	check events-err-caret sh -c "tail -n 1 $KP/error_log | grep -qE '^ {11}\^$' || tail -n 1 $KP/error_log | grep -q '\^'"
 	check events-err-nothing-lost grep -q myretprobe $E
 	echo "--- error_log (last):"

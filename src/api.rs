@@ -80,6 +80,13 @@ extern "C" {
     pub fn kp_unregister_kretprobe(rp: *mut KpKretprobe);
     /// Why `addr` cannot be probed, or null.
     pub fn kp_blacklisted(addr: usize) -> *const core::ffi::c_char;
+    /// `kp_blacklist_range()`: the `idx`-th refused range and its reason,
+    /// NULL past the last.
+    pub fn kp_blacklist_range(
+        idx: usize,
+        start: *mut usize,
+        end: *mut usize,
+    ) -> *const core::ffi::c_char;
     /// Re-enables a disabled probe.
     pub fn kp_enable_kprobe(p: *mut KpKprobe) -> c_int;
     /// The address of a symbol (0 if unknown), and its size.

@@ -23,6 +23,23 @@
 //!   already `NOKPROBE_SYMBOL`; listing them documents the dependency), and
 //!   assembly functions marked with `_ASM_NOKPROBE`/`NOKPROBE`, which leave
 //!   no `_kbl_addr_` symbol;
+//! - everything the trap path calls, derived from the running kernel's
+//!   code: from the roots [`crate::arch::TRAP_ROOTS`] (the functions a
+//!   kernel breakpoint runs through to reach the engine, and back), every
+//!   function reached by direct calls and tail jumps, [`TRAP_DEPTH`] calls
+//!   deep, found by decoding them. A breakpoint in any of them is hit again
+//!   before the engine's re-entry guard can see the first hit
+//!   (`__rcu_read_lock`, which `notify_die()` takes on x86_64 with
+//!   PREEMPT_RCU, recursed until the stack overflowed). What this
+//!   over-approximates (callees on paths a breakpoint never takes, such as
+//!   `rcu_read_unlock_special()`'s work outside NMI context) is refused with
+//!   the reason "called on the engine trap path". The oops and printing
+//!   paths ([`TRAP_STOP_PREFIXES`]) are not followed: the machine is dying
+//!   when the trap path takes them;
+//! - per arch ([`crate::arch::BLACKLIST_SPANS`]): assembly that other code
+//!   copies or that has inner labels, as address spans (ftrace's
+//!   trampolines: x86_64 copies `ftrace_caller` into each ops' trampoline,
+//!   a breakpoint in the template would be copied with it);
 //! - the sanitizers' runtime ([`SANITIZER_PREFIXES`]): instrumented code,
 //!   the engine's trap path included, calls it on every checked access;
 //! - the engine module itself (checked dynamically, it has no fixed range);
@@ -43,6 +60,49 @@ use kernel::str::CStr;
 pub(crate) const TRAP: &CStr = c_str!("engine trap path");
 /// Reason: assembly marked NOKPROBE, which leaves no `_kbl_addr_` symbol.
 pub(crate) const ASM: &CStr = c_str!("asm NOKPROBE");
+/// Reason: reached by direct calls from [`crate::arch::TRAP_ROOTS`].
+pub(crate) const TRAP_CALLEE: &CStr = c_str!("called on the engine trap path");
+/// Reason: ftrace's assembly trampolines.
+pub(crate) const FTRACE_ASM: &CStr = c_str!("ftrace trampoline");
+
+/// How many calls deep the trap path's callees are followed from
+/// [`crate::arch::TRAP_ROOTS`]. `kp_trap_path` probes every instruction one
+/// level further and checks that the trap path still runs.
+pub(crate) const TRAP_DEPTH: usize = 3;
+
+/// Functions whose callees the trap-path closure does not follow: oops,
+/// panic and printing paths, which a breakpoint only takes when the
+/// machine is already dying (`exc_int3()` calls `die()` for a breakpoint
+/// nobody owns). The functions themselves are still refused when reached.
+const TRAP_STOP_PREFIXES: &[&[u8]] = &[
+    b"die",
+    b"__die",
+    b"oops_",
+    b"panic",
+    b"nmi_panic",
+    b"__warn",
+    b"warn_",
+    b"report_bug",
+    b"_printk",
+    b"printk",
+    b"vprintk",
+    b"__printk",
+    b"dump_stack",
+    b"show_",
+    b"bust_spinlocks",
+    b"console_",
+    b"do_exit",
+    b"make_task_dead",
+    b"__stack_chk_fail",
+    // Only when a preempt count drops to zero, which it never does in the
+    // NMI-like context a breakpoint runs in.
+    b"preempt_schedule",
+    b"__schedule",
+];
+
+/// The same, by substring: the Rust runtime's panic paths in vmlinux
+/// (`core::panicking::*`, `rust_begin_unwind`).
+const TRAP_STOP_SUBSTRINGS: &[&[u8]] = &[b"panicking", b"rust_begin_unwind"];
 
 /// One refused range.
 pub(crate) struct Range {
@@ -160,6 +220,21 @@ pub(crate) fn init() -> Result {
         });
         r?;
     }
+    for &(first, last, reason) in crate::arch::BLACKLIST_SPANS {
+        if let (Some(a), Some(b)) = (symbols::lookup_name(first), symbols::lookup_name(last)) {
+            if let Some(lb) = symbols::symbol_at(b) {
+                let end = lb.start.saturating_add(lb.size);
+                // A span is a few hundred bytes of one assembly file; a
+                // symbol laid out elsewhere must not refuse half the kernel.
+                if a < end && end - a <= MAX_SPAN {
+                    add(&mut v, a, end, reason)?;
+                } else {
+                    pr_warn!("blacklist: span {:#x}-{:#x} ignored\n", a, end);
+                }
+            }
+        }
+    }
+    let trap = add_trap_callees(&mut v)?;
     let sections = v.len();
     let mut nokprobe = Ok(0usize);
     let mut sanitizer = Ok(0usize);
@@ -208,16 +283,96 @@ pub(crate) fn init() -> Result {
     let b = KBox::new(v, GFP_KERNEL)?;
     LIST.store(KBox::into_raw(b), Ordering::Release);
     pr_info!(
-        "blacklist: {} ranges: {} sections, {} their callees, {} NOKPROBE_SYMBOL, \
-         {} sanitizer runtime, {} arch\n",
+        "blacklist: {} ranges: {} sections, {} their callees, {} trap path ({} roots, \
+         {} calls deep), {} NOKPROBE_SYMBOL, {} sanitizer runtime, {} arch\n",
         n,
         nsec,
         callees,
+        trap.added,
+        trap.roots,
+        TRAP_DEPTH,
         nokprobe,
         sanitizer,
         n - sections - nokprobe - sanitizer
     );
     Ok(())
+}
+
+/// Longest [`crate::arch::BLACKLIST_SPANS`] entry taken.
+const MAX_SPAN: usize = 0x4000;
+
+/// What [`add_trap_callees`] found.
+struct TrapClosure {
+    roots: usize,
+    added: usize,
+}
+
+/// Adds every function the trap path reaches by direct calls, up to
+/// [`TRAP_DEPTH`] calls below the arch's [`crate::arch::TRAP_ROOTS`].
+fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
+    let mut frontier: KVec<(usize, usize)> = KVec::new();
+    let mut seen: KVec<usize> = KVec::new();
+    let mut res = Ok(());
+    for &name in crate::arch::TRAP_ROOTS {
+        symbols::for_each_match(name, |a| {
+            if let Some(s) = symbols::symbol_at(a) {
+                if !seen.contains(&s.start) {
+                    res = res
+                        .and_then(|()| seen.push(s.start, GFP_KERNEL).map_err(Error::from))
+                        .and_then(|()| {
+                            frontier
+                                .push((s.start, s.start.saturating_add(s.size)), GFP_KERNEL)
+                                .map_err(Error::from)
+                        })
+                        .and_then(|()| add(v, s.start, s.start.saturating_add(s.size), TRAP));
+                }
+            }
+        });
+    }
+    res?;
+    if let Some(b) = symbols::bounds(crate::arch::trap_entry()) {
+        seen.push(b.start, GFP_KERNEL)?;
+        frontier.push((b.start, b.start.saturating_add(b.size)), GFP_KERNEL)?;
+    }
+    let roots = seen.len();
+    let mut added = 0usize;
+    for _ in 0..TRAP_DEPTH {
+        let mut next: KVec<(usize, usize)> = KVec::new();
+        for &(start, end) in frontier.iter() {
+            let mut r = Ok(());
+            crate::arch::for_each_direct_branch(start, end, |t| {
+                if r.is_err() || (start..end).contains(&t) {
+                    return;
+                }
+                if !symbols::in_kernel_text(t) && !symbols::in_module_text(t) {
+                    return;
+                }
+                let Some(s) = symbols::symbol_at(t) else {
+                    return;
+                };
+                if seen.contains(&s.start) {
+                    return;
+                }
+                let fend = s.start.saturating_add(s.size);
+                r = seen.push(s.start, GFP_KERNEL).map_err(Error::from);
+                if r.is_ok() && !v.iter().any(|x| (x.start..x.end).contains(&t)) {
+                    r = add(v, s.start, fend, TRAP_CALLEE);
+                    added += 1;
+                }
+                let name = s.name();
+                let stop = TRAP_STOP_PREFIXES.iter().any(|p| name.starts_with(p))
+                    || TRAP_STOP_SUBSTRINGS
+                        .iter()
+                        .any(|p| name.windows(p.len()).any(|w| w == *p));
+                if r.is_ok() && !stop {
+                    r = next.push((s.start, fend), GFP_KERNEL).map_err(Error::from);
+                }
+            });
+            r?;
+        }
+        frontier = next;
+    }
+    Ok(TrapClosure { roots, added })
 }
 
 /// Frees the list at unload.
@@ -263,6 +418,34 @@ pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
 #[no_mangle]
 pub extern "C" fn kp_blacklisted(addr: usize) -> *const kernel::ffi::c_char {
     check(addr).map_or(core::ptr::null(), |r| r.as_char_ptr())
+}
+
+/// `kp_blacklist_range()`: the `idx`-th refused range (`*start`, `*end`)
+/// and why (a static NUL-terminated string), or NULL past the last. The
+/// same list as the debugfs file, for tests and tools that walk it.
+///
+/// # Safety
+///
+/// `start` and `end` are valid for writes (or null, then not written).
+#[no_mangle]
+pub unsafe extern "C" fn kp_blacklist_range(
+    idx: usize,
+    start: *mut usize,
+    end: *mut usize,
+) -> *const kernel::ffi::c_char {
+    let Some(r) = ranges().get(idx) else {
+        return core::ptr::null();
+    };
+    // SAFETY: per the function's contract.
+    unsafe {
+        if let Some(s) = start.as_mut() {
+            *s = r.start;
+        }
+        if let Some(e) = end.as_mut() {
+            *e = r.end;
+        }
+    }
+    r.reason.as_char_ptr()
 }
 
 /// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.

@@ -44,7 +44,7 @@ mod arch;
 
 use kernel::prelude::*;
 
-pub use blacklist::kp_blacklisted;
+pub use blacklist::{kp_blacklist_range, kp_blacklisted};
 pub use events::{kp_event_command, kp_event_id};
 pub use kretprobe::{kp_register_kretprobe, kp_unregister_kretprobe};
 pub use query::{kp_decode_insn, kp_lookup_symbol};

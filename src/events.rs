@@ -482,6 +482,81 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
     .map_err(enomem)
 }
 
+/// Where `d` asks to probe, if it resolves (registration reports why not).
+fn requested_address(d: &ProbeDef<'_>) -> Option<usize> {
+    match d.location {
+        ep::Location::Symbol {
+            module,
+            name,
+            offset,
+        } => {
+            let mut sym = [0u8; 256];
+            let mut w = BufWriter::new(&mut sym);
+            if let Some(m) = module {
+                let _ = write!(w, "{}:", m);
+            }
+            let _ = write!(w, "{}\0", name);
+            let (len, overflow) = (w.len, w.overflow);
+            if overflow {
+                return None;
+            }
+            let name = CStr::from_bytes_with_nul(sym.get(..len)?).ok()?;
+            crate::symbols::lookup_name(name)?.checked_add(usize::try_from(offset).ok()?)
+        }
+        ep::Location::Address(a) => usize::try_from(a).ok(),
+    }
+}
+
+/// The kernel's `__within_notrace_func()`: whether the function holding
+/// `addr` has no ftrace call site (built without fentry, `notrace`, or not
+/// a C function at all: `ftrace_caller`, `__fentry__`, `_text`).
+fn no_ftrace_site(addr: usize) -> bool {
+    let Some(b) = crate::symbols::bounds(addr) else {
+        return false;
+    };
+    let last = b.start.saturating_add(b.size.max(1) - 1);
+    crate::symbols::has_ftrace_site(b.start, last) == Some(false)
+}
+
+/// The kernel's `within_notrace_func()` (kernel/trace/trace_kprobe.c),
+/// which refuses kprobe events on functions ftrace cannot trace unless
+/// CONFIG_KPROBE_EVENTS_ON_NOTRACE: the function holding `addr` has no
+/// ftrace site, and, for a compiler-made copy (`foo.constprop.0`), neither
+/// has the function it was made from.
+///
+/// Applied to the core kernel's text only, for now: the kernel applies it
+/// to modules too, where it refuses every function of a Rust module (rustc
+/// emits no fentry calls), and this project's own event tests probe Rust
+/// test modules. README "Known limits".
+fn within_notrace_func(addr: usize) -> bool {
+    if cfg!(CONFIG_KPROBE_EVENTS_ON_NOTRACE)
+        || !crate::symbols::in_kernel_text(addr)
+        || !no_ftrace_site(addr)
+    {
+        return false;
+    }
+    let Some(sym) = crate::symbols::symbol_at(addr) else {
+        return true;
+    };
+    let name = sym.name();
+    let Some(dot) = name.iter().position(|&c| c == b'.') else {
+        return true;
+    };
+    let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
+    let (Some(dst), Some(src)) = (buf.get_mut(..dot), name.get(..dot)) else {
+        return true;
+    };
+    dst.copy_from_slice(src);
+    let Some(base) = buf
+        .get(..dot.saturating_add(1))
+        .and_then(|b| CStr::from_bytes_with_nul(b).ok())
+        .and_then(crate::symbols::lookup_name)
+    else {
+        return true;
+    };
+    no_ftrace_site(base)
+}
+
 /// Registers the probe of `ev` (its address is final: boxed).
 fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
     let mut sym = [0u8; 256];
@@ -624,6 +699,15 @@ fn run_line(g: &mut Locked, line: &str) -> Result {
             };
             if ev.tev.is_null() {
                 return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            }
+            if let Some(addr) = requested_address(&d).filter(|&a| within_notrace_func(a)) {
+                // SAFETY: never registered with the trace core.
+                unsafe { kp_tev_free(ev.tev) };
+                pr_warn!(
+                    "Could not probe notrace function {}\n",
+                    crate::symbols::Shown(addr)
+                );
+                return fail(g, ErrKind::FailRegProbe, d.location_pos, EINVAL);
             }
             if let Err(e) = register_probe(&mut ev, &d) {
                 // SAFETY: never registered with the trace core.

@@ -31,6 +31,7 @@ EXPORT_SYMBOL_GPL(kp_unregister_kprobes);
 EXPORT_SYMBOL_GPL(kp_enable_kprobe);
 EXPORT_SYMBOL_GPL(kp_disable_kprobe);
 EXPORT_SYMBOL_GPL(kp_blacklisted);
+EXPORT_SYMBOL_GPL(kp_blacklist_range);
 EXPORT_SYMBOL_GPL(kp_register_kretprobe);
 EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);

@@ -549,6 +549,22 @@ pub(crate) fn reserved_range_by(
     None
 }
 
+/// Whether ftrace has a call site anywhere in `start..=last`; `None` when
+/// `ftrace_location_range` could not be resolved.
+pub(crate) fn has_ftrace_site(start: usize, last: usize) -> Option<bool> {
+    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with the C
+    // signature `unsigned long (unsigned long, unsigned long)`.
+    let site = unsafe {
+        let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
+        f(start, last)
+    };
+    Some(site != 0)
+}
+
 /// Whether `addr` is exactly an ftrace call site.
 pub(crate) fn is_ftrace_site(addr: usize) -> bool {
     let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);

@@ -209,6 +209,16 @@ fn queries_and_events(t: &mut Test) {
             0
         );
         kp_expect_eq!(t, kp::kp_event_command(core::ptr::null()), EINVAL);
+        // Past the end: NULL; null out-pointers are not written.
+        kp_expect!(
+            t,
+            kp::kp_blacklist_range(usize::MAX, core::ptr::null_mut(), core::ptr::null_mut())
+                .is_null()
+        );
+        kp_expect!(
+            t,
+            !kp::kp_blacklist_range(0, core::ptr::null_mut(), core::ptr::null_mut()).is_null()
+        );
         kp_expect_eq!(
             t,
             kp::kp_event_id(core::ptr::null(), core::ptr::null()),

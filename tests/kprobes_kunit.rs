@@ -14,6 +14,8 @@
 //! - `kp_events`: probe events from code, counted by perf.
 //! - `kp_ftrace`: entry probes (x86_64: served by ftrace).
 //! - `kp_hostile`: bad arguments for every entry point, with their errors.
+//! - `kp_trap_path`: every instruction of the trap path refused; one call
+//!   beyond it, every instruction probed while the trap path runs.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_mass`: 2,000 kprobes and 200 kretprobes under a 60-second workload.
 //! - `kp_alloc_fail`: each allocation of each registration path failing.
@@ -34,6 +36,11 @@ mod ksym;
 
 #[cfg(CONFIG_X86_64)]
 #[path = "../arch/x86_64/decode.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod decode;
+
+#[cfg(CONFIG_ARM64)]
+#[path = "../arch/arm64/decode.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod decode;
 
@@ -59,6 +66,7 @@ mod sim_arm64;
 mod sim_x86_64;
 mod smoke;
 mod targets;
+mod trap_suite;
 
 use kernel::prelude::*;
 

@@ -525,7 +525,13 @@ pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut
         if r != 0 {
             return;
         }
-        if let Class::B { offset } | Class::Bl { offset } = decode::classify(w) {
+        // Conditional branches too: compilers make conditional tail calls.
+        if let Class::B { offset }
+        | Class::Bl { offset }
+        | Class::BCond { offset, .. }
+        | Class::Cbz { offset, .. }
+        | Class::Tbz { offset, .. } = decode::classify(w)
+        {
             f((at as i64).wrapping_add(offset) as usize);
         }
         at += 4;
@@ -569,6 +575,48 @@ pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = 
     (kernel::c_str!("__sdei_asm_exit_trampoline"), ASM),
     (kernel::c_str!("__sdei_asm_handler"), ASM),
     (kernel::c_str!("__sdei_handler_abort"), ASM),
+];
+
+/// Where a kernel BRK goes on its way to the engine's re-entry guard and
+/// back: the exception entry's handler, the BRK handler the engine's
+/// `ftrace_ops` sits on, and ftrace's dispatch to that ops (the roots of
+/// the derived trap-path blacklist, `src/blacklist.rs`).
+pub(crate) const TRAP_ROOTS: &[&kernel::str::CStr] = &[
+    kernel::c_str!("el1h_64_sync_handler"),
+    kernel::c_str!("do_el1_brk64"),
+    kernel::c_str!("ftrace_ops_list_func"),
+    kernel::c_str!("arch_ftrace_ops_list_func"),
+    kernel::c_str!("ftrace_ops_assist_func"),
+];
+
+/// The engine's own trap entry: what it calls is on the trap path too.
+pub(crate) fn trap_entry() -> usize {
+    trap::kp_arm64_brk as *const () as usize
+}
+
+/// ftrace's assembly (`arch/arm64/kernel/entry-ftrace.S`), first to last
+/// symbol: `ftrace_caller` has inner labels that split it in kallsyms, and
+/// every traced call (the engine's BRK hook among them) runs it.
+pub(crate) const BLACKLIST_SPANS: &[(
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+)] = &[
+    (
+        kernel::c_str!("ftrace_caller"),
+        kernel::c_str!("ftrace_stub_direct_tramp"),
+        crate::blacklist::FTRACE_ASM,
+    ),
+    (
+        kernel::c_str!("ftrace_stub"),
+        kernel::c_str!("ftrace_stub_graph"),
+        crate::blacklist::FTRACE_ASM,
+    ),
+    (
+        kernel::c_str!("return_to_handler"),
+        kernel::c_str!("return_to_handler"),
+        crate::blacklist::FTRACE_ASM,
+    ),
 ];
 
 /// Hypervisor and identity-mapped text, as `arch_populate_kprobe_blacklist()`.

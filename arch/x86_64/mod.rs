@@ -727,7 +727,7 @@ pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
     })
 }
 
-/// Calls `f` with the target of every direct `call`/`jmp` in
+/// Calls `f` with the target of every direct `call`/`jmp`/`jcc` in
 /// `[start, end)`, decoding linearly (padding decodes as one-byte int3 or
 /// NOPs; an undecodable byte is skipped). Process context.
 pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
@@ -743,7 +743,9 @@ pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut
         }
         match decode(&b) {
             Ok(i) => {
-                if matches!(i.class, Class::CallRel | Class::JmpRel) {
+                // Conditional jumps too: compilers make conditional tail
+                // calls (`jne rcu_read_unlock_special` in __rcu_read_unlock).
+                if matches!(i.class, Class::CallRel | Class::JmpRel | Class::Jcc) {
                     if let Some(t) = i.rel_target(at as u64, &b) {
                         f(t as usize);
                     }
@@ -787,6 +789,48 @@ pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = 
     (kernel::c_str!("preempt_schedule_thunk"), ASM),
     (kernel::c_str!("preempt_schedule_notrace_thunk"), ASM),
     (kernel::c_str!("warn_thunk_thunk"), ASM),
+];
+
+/// Where a kernel breakpoint goes on its way to the engine's re-entry
+/// guard and back (`exc_int3()`'s kernel-mode branch): the roots of the
+/// derived trap-path blacklist (`src/blacklist.rs`). `exc_int3()` itself is
+/// noinstr; its user-mode branch (`do_int3_user()`) and `die()` are not on
+/// a kernel breakpoint's way.
+pub(crate) const TRAP_ROOTS: &[&kernel::str::CStr] = &[
+    kernel::c_str!("poke_int3_handler"),
+    kernel::c_str!("irqentry_nmi_enter"),
+    kernel::c_str!("do_int3"),
+    kernel::c_str!("notify_die"),
+    kernel::c_str!("atomic_notifier_call_chain"),
+    kernel::c_str!("notifier_call_chain"),
+    kernel::c_str!("irqentry_nmi_exit"),
+];
+
+/// The engine's own trap entry: what it calls is on the trap path too.
+pub(crate) fn trap_entry() -> usize {
+    trap::kp_x86_int3 as *const () as usize
+}
+
+/// ftrace's assembly (`arch/x86/kernel/ftrace_64.S`), first to last symbol:
+/// `ftrace_caller` and `ftrace_regs_caller` are templates copied into each
+/// ops' trampoline (a breakpoint there would be copied with them), with
+/// inner labels that split them in kallsyms; `__fentry__` and the stubs are
+/// what call sites call.
+pub(crate) const BLACKLIST_SPANS: &[(
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+    &kernel::str::CStr,
+)] = &[
+    (
+        kernel::c_str!("ftrace_stub"),
+        kernel::c_str!("return_to_handler"),
+        crate::blacklist::FTRACE_ASM,
+    ),
+    (
+        kernel::c_str!("ftrace_stub"),
+        kernel::c_str!("ftrace_stub_direct_tramp"),
+        crate::blacklist::FTRACE_ASM,
+    ),
 ];
 
 /// Arch-specific text sections that must not be probed (none beyond the
