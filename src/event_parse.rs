@@ -904,7 +904,8 @@ fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
     let (w, o, c) = (num(w).ok_or(bad)?, num(o).ok_or(bad)?, num(c).ok_or(bad)?);
     // Each of the three is any u32 the user wrote: compare without a sum
     // that could overflow (`b4294967295@1/64` once panicked here).
-    if !matches!(c, 8 | 16 | 32 | 64) || w == 0 || !w.checked_add(o).is_some_and(|end| end <= c) {
+    let fits = matches!(w.checked_add(o), Some(end) if end <= c);
+    if !matches!(c, 8 | 16 | 32 | 64) || w == 0 || !fits {
         return Err(bad);
     }
     Ok(Type::Bitfield {
