@@ -55,7 +55,7 @@ pub use regs::{Location, Regs};
 
 use core::cell::UnsafeCell;
 use core::ffi::CStr;
-use core::marker::PhantomPinned;
+use core::marker::{PhantomData, PhantomPinned};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::alloc::{flags::GFP_KERNEL, KBox};
@@ -167,17 +167,53 @@ impl Target<'_> {
 }
 
 /// What a pre-handler wants the engine to do next.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(PartialEq, Eq, Debug)]
 pub enum Next {
     /// Run the probed instruction (then the post-handler) and go on.
     Continue,
-    /// The handler changed the instruction pointer ([`Regs::set_ip`],
-    /// [`Regs::return_now`]): skip the probed instruction and the
-    /// post-handler, resume where the registers say. Returning this without
-    /// having set a new instruction pointer resumes in the middle of the
-    /// probed instruction (x86_64, where the pre-handler sees ip = address
-    /// + 1) or hits the probe again (arm64).
-    Redirected,
+    /// The handler moved the instruction pointer, which the [`Redirect`]
+    /// proves: skip the probed instruction and the post-handler, resume
+    /// where the registers say.
+    Redirected(Redirect),
+}
+
+/// Proof that a handler moved the instruction pointer, for
+/// [`Next::Redirected`]. Only the unsafe setters that move it make one
+/// ([`Regs::redirect`], [`Regs::return_now`]), so safe code cannot claim a
+/// redirect it did not make (which would resume inside the probed
+/// instruction on x86_64, or hit the probe again for ever on arm64). It is
+/// neither `Send` nor `Sync`: it cannot be kept in handler state or a
+/// static for a later call. (The engine also runs the instruction when a
+/// "redirect" left the instruction pointer where it was.)
+#[derive(PartialEq, Eq, Debug)]
+pub struct Redirect(PhantomData<*mut ()>);
+
+/// Proof that a fault handler fixed the faulting context, for
+/// [`KprobeHandler::fault`]. Made by [`Fixed::new`] (unsafe: the caller
+/// vouches that the code no longer faults, e.g. it was moved past the
+/// faulting instruction) or from a [`Redirect`]. Like [`Redirect`], it
+/// cannot outlive the handler call. (The engine also lets the kernel
+/// handle a trap whose handler claimed a fix and changed no register.)
+#[derive(PartialEq, Eq, Debug)]
+pub struct Fixed(PhantomData<*mut ()>);
+
+impl Fixed {
+    /// Claims the trap is fixed.
+    ///
+    /// # Safety
+    ///
+    /// The registers were changed so that the faulting code, resumed with
+    /// them, does not fault the same way again and keeps its invariants
+    /// (see [`Regs`]).
+    pub unsafe fn new() -> Self {
+        Fixed(PhantomData)
+    }
+}
+
+impl From<Redirect> for Fixed {
+    fn from(_: Redirect) -> Self {
+        Fixed(PhantomData)
+    }
 }
 
 /// A registered probe as its handlers see it.
@@ -265,14 +301,15 @@ pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// Trap `trapnr` (`X86_TRAP_*`) in the probed instruction while it ran
     /// out of line (`regs` at the probed instruction), or in [`Self::pre`] /
     /// [`Self::post`] (`regs` of the handler's own context); only if
-    /// [`Self::FAULT_HANDLER`]. Return true after fixing `regs`, instruction
-    /// pointer included (for example past the instruction); false lets the
-    /// kernel handle the trap (for the probed instruction: as if it happened
-    /// at the probed address). x86_64: #GP and the traps that reach
+    /// [`Self::FAULT_HANDLER`]. Return a [`Fixed`] after fixing `regs`,
+    /// instruction pointer included (for example past the instruction,
+    /// `unsafe { regs.redirect(..) }.into()`); `None` lets the kernel handle
+    /// the trap (for the probed instruction: as if it happened at the probed
+    /// address). x86_64: #GP and the traps that reach
     /// `notify_die(DIE_TRAP)`; page faults reach no hook a module can use.
     /// arm64: never called (a fault there goes straight to `die()`).
-    fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> bool {
-        false
+    fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> Option<Fixed> {
+        None
     }
 }
 
@@ -299,7 +336,7 @@ unsafe extern "C" fn kprobe_pre<H: KprobeHandler>(p: *mut KpKprobe, regs: *mut p
     let (kp, regs) = unsafe { (&*p.cast::<Kprobe<H>>(), Regs::from_raw(regs)) };
     match kp.handler.pre(&kp.probe, regs) {
         Next::Continue => 0,
-        Next::Redirected => 1,
+        Next::Redirected(_) => 1,
     }
 }
 
@@ -330,7 +367,7 @@ unsafe extern "C" fn kprobe_fault<H: KprobeHandler>(
 ) -> c_int {
     // SAFETY: as in `kprobe_pre`.
     let (kp, regs) = unsafe { (&*p.cast::<Kprobe<H>>(), Regs::from_raw(regs)) };
-    kp.handler.fault(&kp.probe, regs, trapnr) as c_int
+    kp.handler.fault(&kp.probe, regs, trapnr).is_some() as c_int
 }
 
 impl<H: KprobeHandler> Kprobe<H> {
@@ -736,8 +773,9 @@ impl Regs {
     }
 
     /// At a function's entry: makes the function return `value` at once
-    /// without running it. False if the return address was unreadable
-    /// (nothing changed).
+    /// without running it; the pre-handler then returns
+    /// `Next::Redirected(token)`. `None` if the return address was
+    /// unreadable (nothing changed).
     ///
     /// # Safety
     ///
@@ -746,15 +784,25 @@ impl Regs {
     /// callers may receive, and the pre-handler then returns
     /// [`Next::Redirected`] (with [`Next::Continue`] the function would run
     /// with a stack pointer already moved past its return address).
-    pub unsafe fn return_now(&mut self, value: usize) -> bool {
-        match self.entry_return_address() {
-            Some(ret) => {
-                // SAFETY: the caller's contract.
-                unsafe { self.return_to(ret, value) };
-                true
-            }
-            None => false,
-        }
+    pub unsafe fn return_now(&mut self, value: usize) -> Option<Redirect> {
+        let ret = self.entry_return_address()?;
+        // SAFETY: the caller's contract.
+        unsafe { self.return_to(ret, value) };
+        Some(Redirect(PhantomData))
+    }
+
+    /// Resumes the probed code at `ip` instead of the probed instruction;
+    /// the pre-handler then returns `Next::Redirected(token)` (or a fault
+    /// handler `Some(token.into())`).
+    ///
+    /// # Safety
+    ///
+    /// As [`Regs::set_ip`]: the code at `ip` runs with these registers and
+    /// keeps its invariants (see [`Regs`]).
+    pub unsafe fn redirect(&mut self, ip: usize) -> Redirect {
+        // SAFETY: the caller's contract.
+        unsafe { self.set_ip(ip) };
+        Redirect(PhantomData)
     }
 }
 
@@ -922,21 +970,22 @@ impl Insn {
 
     /// The address of the next instruction.
     pub fn next(&self) -> usize {
-        self.addr + self.len
+        self.addr.saturating_add(self.len)
     }
 }
 
 /// The instructions of a function, decoded linearly from its start (the
 /// iteration stops at the end or at the first undecodable byte).
 pub fn instructions(f: Symbol) -> impl Iterator<Item = Insn> {
-    let end = f.addr + f.size;
+    let end = f.addr.saturating_add(f.size);
     let mut at = f.addr;
     core::iter::from_fn(move || {
         if at >= end {
             return None;
         }
         let i = Insn::decode(at).ok()?;
-        at = i.next();
+        // A zero length (never from the decoders) must not loop for ever.
+        at = if i.len == 0 { end } else { i.next() };
         Some(i)
     })
 }

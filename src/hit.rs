@@ -223,8 +223,16 @@ fn pre_one(p: &Probe, regs: &mut bindings::pt_regs) -> bool {
     }
     // SAFETY: `user` is valid while registered.
     match unsafe { (*p.user()).pre_handler } {
-        // SAFETY: the contract of kp_pre_handler_t.
-        Some(pre) => unsafe { pre(p.user(), regs) != 0 },
+        Some(pre) => {
+            let ip = crate::arch::regs::ip(regs);
+            // SAFETY: the contract of kp_pre_handler_t.
+            let redirected = unsafe { pre(p.user(), regs) != 0 };
+            // A handler that claims a redirect without moving the
+            // instruction pointer would resume inside the probed
+            // instruction (x86_64: ip is its address + 1) or hit the probe
+            // again forever (arm64): run the instruction instead.
+            redirected && crate::arch::regs::ip(regs) != ip
+        }
         None => false,
     }
 }
@@ -341,13 +349,28 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     }
 }
 
+/// Whether two register frames are byte for byte the same.
+fn same_regs(a: &bindings::pt_regs, b: &bindings::pt_regs) -> bool {
+    let n = core::mem::size_of::<bindings::pt_regs>();
+    // SAFETY: both are whole `pt_regs`, plain integers without padding
+    // that could be uninitialised (every field is a machine word).
+    unsafe {
+        core::slice::from_raw_parts((a as *const bindings::pt_regs).cast::<u8>(), n)
+            == core::slice::from_raw_parts((b as *const bindings::pt_regs).cast::<u8>(), n)
+    }
+}
+
 /// Runs the enabled probes' fault handlers until one handles the trap.
 fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     for p in enabled(point) {
         // SAFETY: `user` is valid while registered.
         if let Some(fh) = unsafe { (*p.user()).fault_handler } {
+            let before = *regs;
             // SAFETY: the contract of kp_fault_handler_t.
-            if unsafe { fh(p.user(), regs, trapnr) } != 0 {
+            let handled = unsafe { fh(p.user(), regs, trapnr) } != 0;
+            // "Handled" with nothing fixed would fault again at once, for
+            // ever: let the kernel handle the trap instead.
+            if handled && !same_regs(&before, regs) {
                 return true;
             }
         }

@@ -58,8 +58,11 @@ impl kp::KprobeHandler for Counter {
         match self.return_now {
             // SAFETY: at the entry of `kp_kunit_target`, which has no side
             // effects; `Redirected` follows.
-            Some(v) if unsafe { regs.return_now(v) } => Next::Redirected,
-            _ => Next::Continue,
+            Some(v) => match unsafe { regs.return_now(v) } {
+                Some(r) => Next::Redirected(r),
+                None => Next::Continue,
+            },
+            None => Next::Continue,
         }
     }
 }
@@ -503,7 +506,7 @@ impl kp::KprobeHandler for FaultFixer {
         Next::Continue
     }
 
-    fn fault(&self, probe: &Probe, regs: &mut Regs, trapnr: i32) -> bool {
+    fn fault(&self, probe: &Probe, regs: &mut Regs, trapnr: i32) -> Option<kp::Fixed> {
         self.faults.fetch_add(1, Ordering::SeqCst);
         self.trapnr.store(trapnr as usize, Ordering::SeqCst);
         // SAFETY: the targets' asm reads rax right after the faulting
@@ -511,9 +514,8 @@ impl kp::KprobeHandler for FaultFixer {
         // instruction would have done, with the handler's value.
         unsafe {
             regs.set_ax(self.value);
-            regs.set_ip(probe.addr() + self.len);
+            Some(regs.redirect(probe.addr() + self.len).into())
         }
-        true
     }
 }
 
@@ -601,9 +603,9 @@ impl kp::KprobeHandler for FaultyPre {
         Next::Continue
     }
 
-    fn fault(&self, _probe: &Probe, regs: &mut Regs, trapnr: i32) -> bool {
+    fn fault(&self, _probe: &Probe, regs: &mut Regs, trapnr: i32) -> Option<kp::Fixed> {
         if regs.ip() != self.at {
-            return false;
+            return None;
         }
         self.faults.fetch_add(1, Ordering::SeqCst);
         self.trapnr.store(trapnr as usize, Ordering::SeqCst);
@@ -611,9 +613,8 @@ impl kp::KprobeHandler for FaultyPre {
         // the value in rax that the asm reads.
         unsafe {
             regs.set_ax(0xbeef);
-            regs.set_ip(self.at + self.len);
+            Some(regs.redirect(self.at + self.len).into())
         }
-        true
     }
 }
 

@@ -65,10 +65,12 @@ impl kp::KprobeHandler for Entry {
         self.pre_ip.store(regs.ip(), Ordering::SeqCst);
         self.post_due
             .store(this_cpu() as usize + 1, Ordering::SeqCst);
-        // SAFETY: jiffies_to_msecs() has no side effect; any u32 is a
-        // result its caller (this suite) accepts. `Redirected` follows.
-        if self.redirect && unsafe { regs.return_now(7) } {
-            return Next::Redirected;
+        if self.redirect {
+            // SAFETY: jiffies_to_msecs() has no side effect; any u32 is a
+            // result its caller (this suite) accepts. `Redirected` follows.
+            if let Some(r) = unsafe { regs.return_now(7) } {
+                return Next::Redirected(r);
+            }
         }
         Next::Continue
     }

@@ -172,13 +172,14 @@ impl kp::KprobeHandler for H {
             Act::Count => Next::Continue,
             // SAFETY: at the entry of kp_opt_entry, which has no side
             // effects; `Redirected` follows.
-            Act::ReturnNow(v) if unsafe { regs.return_now(v) } => Next::Redirected,
-            Act::ReturnNow(_) => Next::Continue,
+            Act::ReturnNow(v) => match unsafe { regs.return_now(v) } {
+                Some(r) => Next::Redirected(r),
+                None => Next::Continue,
+            },
             Act::JumpTo(a) => {
                 // SAFETY: at a function entry with the stack untouched, a
                 // jump to another function's entry is a tail call.
-                unsafe { regs.set_ip(a) };
-                Next::Redirected
+                Next::Redirected(unsafe { regs.redirect(a) })
             }
         }
     }

@@ -125,6 +125,53 @@ fn probe_pre_handler_skips(t: &mut Test) {
     kp_expect_eq!(t, kp_kunit_args(1, 2, 3), args_expected(1, 2, 3));
 }
 
+/// A pre-handler that claims a redirect (returns 1) without moving the
+/// instruction pointer.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn false_redirect_pre(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    PRE_HITS.fetch_add(1, Ordering::SeqCst);
+    1
+}
+
+/// The engine runs the probed instruction when a "redirect" left the
+/// instruction pointer where it was (resuming there would land inside the
+/// instruction on x86_64, and hit the probe for ever on arm64): at the
+/// entry and on the second instruction, with and without a post handler.
+fn probe_false_redirect_runs_instruction(t: &mut Test) {
+    let entry = addr_of(kp_kunit_args as *const ());
+    for at in [entry, entry + insn_len_at(entry)] {
+        for post in [false, true] {
+            reset();
+            let mut p = KpKprobe::new();
+            p.addr = at as *mut _;
+            p.pre_handler = Some(false_redirect_pre);
+            if post {
+                p.post_handler = Some(count_post);
+            }
+            kp_expect_eq!(t, register(&mut p), 0);
+            for i in 0..3u64 {
+                kp_expect_eq!(
+                    t,
+                    kp_kunit_args(i, 5, 6),
+                    args_expected(i, 5, 6),
+                    "at {:#x}",
+                    at
+                );
+            }
+            kp_expect_eq!(t, PRE_HITS.load(Ordering::SeqCst), 3, "at {:#x}", at);
+            // The instruction ran, so the post handler did (unless the
+            // entry is served by ftrace, which has no step to follow).
+            if post && p.flags & crate::kp::KP_FLAG_FTRACE == 0 {
+                kp_expect_eq!(t, POST_HITS.load(Ordering::SeqCst), 3, "at {:#x}", at);
+            }
+            unregister(&mut p);
+        }
+    }
+}
+
 fn probe_refusals(t: &mut Test) {
     let target = addr_of(kp_kunit_args as *const ());
     let mut p = KpKprobe::new();
@@ -153,6 +200,7 @@ kunit_suite!(
     [
         probe_args_counts_unregister,
         probe_pre_handler_skips,
+        probe_false_redirect_runs_instruction,
         probe_refusals
     ]
 );

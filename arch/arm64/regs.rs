@@ -210,7 +210,14 @@ impl Regs {
     pub fn arg_location(&self, n: usize) -> Location {
         match arg(&self.0, n) {
             Some(v) => Location::Register(v),
-            None => Location::Stack(self.sp() + 8 * (n - 8)),
+            // For an `n` so large that its slot's address does not exist:
+            // 0, where no read succeeds.
+            None => Location::Stack(
+                n.checked_sub(8)
+                    .and_then(|k| k.checked_mul(8))
+                    .and_then(|off| self.sp().checked_add(off))
+                    .unwrap_or(0),
+            ),
         }
     }
 

@@ -135,11 +135,19 @@ impl Regs {
         &mut self.0
     }
 
-    /// Where integer argument `n` is, at the function's entry.
+    /// Where integer argument `n` is, at the function's entry. For an `n`
+    /// so large that its slot's address does not exist, the stack address
+    /// is 0, where no read succeeds.
     pub fn arg_location(&self, n: usize) -> Location {
         match arg(&self.0, n) {
             Some(v) => Location::Register(v),
-            None => Location::Stack(self.0.sp + 8 * (n - 5)),
+            // Past the return address: arguments 7, 8, ... (n = 6, 7, ...).
+            None => Location::Stack(
+                n.checked_sub(5)
+                    .and_then(|k| k.checked_mul(8))
+                    .and_then(|off| self.0.sp.checked_add(off))
+                    .unwrap_or(0),
+            ),
         }
     }
 
@@ -196,7 +204,7 @@ impl Regs {
     /// As for every setter (see [`Regs`]).
     pub unsafe fn return_to(&mut self, ret_addr: usize, value: usize) {
         self.0.ip = ret_addr;
-        self.0.sp += 8;
+        self.0.sp = self.0.sp.wrapping_add(8);
         self.0.ax = value;
     }
 }
