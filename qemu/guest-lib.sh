@@ -188,6 +188,16 @@ run_events() {
 	echo 0 >$EV/myprobe/enable
 	check events-remove sh -c "echo '-:myprobe' >>$E"
 	check events-removed sh -c "! grep -q myprobe $E && [ ! -d $EV/myprobe ]"
+	# Its records went with it (the kernel resets the buffers that held a
+	# removed event's records), so a new event that reuses its type id
+	# never has them read with its own layout.
+	check events-removed-records-reset sh -c "! grep -q ' myprobe: ' $T/trace"
+	check events-reuse-define sh -c "echo 'p:reuse do_sys_open n=+0(\$arg2):string a=\$arg1' >>$E"
+	echo 1 >$EV/reuse/enable
+	cat $TESTFILE >/dev/null
+	echo 0 >$EV/reuse/enable
+	check events-reuse-trace trace_has "reuse: \(do_sys_open\+0x[0-9a-f]+/0x[0-9a-f]+\) n=\"$TESTFILE\" a=0x"
+	check events-reuse-remove sh -c "echo '-:reuse' >>$E"
 	# Errors: the write fails, error_log explains, earlier events stay.
 	check events-err-syntax bad 'p:bad do_sys_open dfd=%nosuchreg' 'Invalid register name'
 	check events-err-symbol bad 'p:bad no_such_function_kp' 'Invalid probed address or symbol'

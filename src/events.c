@@ -36,7 +36,7 @@ int kp_ev_define_fields(void *owner, struct trace_event_call *call);
 size_t kp_ev_args_size(void *owner, struct pt_regs *regs, unsigned long ret_ip);
 void kp_ev_store_args(void *owner, struct pt_regs *regs, unsigned long ret_ip,
 		      void *entry, size_t head, size_t size);
-void kp_ev_print_args(void *owner, struct trace_seq *s, void *entry);
+void kp_ev_print_args(void *owner, struct trace_seq *s, void *entry, int size);
 const char *kp_ev_name(void *owner);
 
 /* The record heads, as the kernel's kprobe events lay them out. */
@@ -137,7 +137,7 @@ static enum print_line_t kp_print(struct trace_iterator *iter, int flags,
 
 		trace_seq_printf(s, "%s: (%pS)", kp_ev_name(t->owner), (void *)h->ip);
 	}
-	kp_ev_print_args(t->owner, s, iter->ent);
+	kp_ev_print_args(t->owner, s, iter->ent, iter->ent_size);
 	trace_seq_putc(s, '\n');
 	return trace_handle_return(s);
 }

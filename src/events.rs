@@ -661,7 +661,9 @@ fn run_line(g: &mut Locked, line: &str) -> Result {
             else {
                 return fail(g, ErrKind::NoSuchEvent, 2, ENOENT);
             };
-            remove_at(g, i)
+            remove_at(g, i)?;
+            reset_buffers();
+            Ok(())
         }
         Command::Probe(d) => {
             // Room first: once registered, the event must not be dropped.
@@ -779,18 +781,48 @@ pub(crate) extern "C" fn kp_events_clear() -> c_int {
     if g.events().iter().any(|e| unsafe { kp_tev_enabled(e.tev) }) {
         return -(bindings::EBUSY as c_int);
     }
+    let mut r = 0;
     while !g.events().is_empty() {
         let last = g.events().len() - 1;
         if let Err(e) = remove_at(&mut g, last) {
-            return e.to_errno();
+            r = e.to_errno();
+            break;
         }
     }
-    0
+    reset_buffers();
+    r
 }
 
-/// Finds the trace event core's `event_mutex` (not exported) for the C glue.
-/// Without it probe events are refused (`-ENODEV`); probes still work.
+/// `void tracing_reset_all_online_cpus(void)` (kernel/trace/trace.c, not
+/// exported), resolved at init; 0 if missing (then old records stay in the
+/// buffer after a removal, and are still read within their bounds).
+static RESET_BUFFERS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// After events were removed: resets the trace buffers that recorded a
+/// removed event (the trace core marks them `clear_trace` when an event
+/// that was ever enabled is removed), as the kernel's `dyn_event_release()`
+/// does, so that a new event reusing a removed one's type id never has the
+/// old records read with its own layout.
+fn reset_buffers() {
+    let f = RESET_BUFFERS.load(core::sync::atomic::Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: `f` is `tracing_reset_all_online_cpus`, resolved in
+        // `init`, with the C signature `void (void)`; process context.
+        unsafe {
+            let f: unsafe extern "C" fn() = core::mem::transmute(f);
+            f();
+        }
+    }
+}
+
+/// Finds the trace event core's `event_mutex` (not exported) for the C glue
+/// (without it probe events are refused, `-ENODEV`; probes still work) and
+/// [`RESET_BUFFERS`].
 pub(crate) fn init() {
+    RESET_BUFFERS.store(
+        crate::symbols::lookup_name(kernel::c_str!("tracing_reset_all_online_cpus")).unwrap_or(0),
+        core::sync::atomic::Ordering::Release,
+    );
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
         // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
         Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
@@ -1109,17 +1141,31 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
     owner: *mut c_void,
     s: *mut c_void,
     entry: *const u8,
+    size: c_int,
 ) {
     // SAFETY: per the function's contract.
     let ev = unsafe { &*owner.cast::<Event>() };
     let head = head_size(ev.is_return);
+    // Every read below stays inside the record's `size` bytes, whatever
+    // the record holds: a record is only ever read with the layout of the
+    // event that now owns its type id, and an older event's records (had
+    // the buffer not been reset after its removal) or a torn one must not
+    // make the reader walk off the record.
+    let size = usize::try_from(size).unwrap_or(0);
+    // SAFETY: the trace core hands us the whole record of `size` bytes.
+    let rec = unsafe { core::slice::from_raw_parts(entry, size) };
     for a in ev.args.iter() {
         let mut buf = [0u8; MAX_STRING + 64];
         let mut w = BufWriter::new(&mut buf);
         let name = text(&a.name);
         let _ = write!(w, " {}=", name);
-        // SAFETY: the record holds the fixed part.
-        let field = unsafe { core::slice::from_raw_parts(entry.add(head + a.offset), a.size) };
+        let start = head + a.offset;
+        let Some(field) = rec.get(start..start + a.size) else {
+            let _ = w.write_str("(bad record)");
+            // SAFETY: `buf` is NUL-terminated by the writer.
+            unsafe { trace_seq_puts(s, buf.as_ptr()) };
+            continue;
+        };
         let mut word = [0u8; 8];
         word[..a.size.min(8)].copy_from_slice(&field[..a.size.min(8)]);
         let v = u64::from_ne_bytes(word);
@@ -1150,9 +1196,7 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
                 let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
                 if len == 0 {
                     w.write_str("(fault)")
-                } else {
-                    // SAFETY: the record holds the string at `off`.
-                    let bytes = unsafe { core::slice::from_raw_parts(entry.add(off), len - 1) };
+                } else if let Some(bytes) = rec.get(off..off + len - 1).filter(|_| off >= head) {
                     let _ = w.write_str("\"");
                     for &c in bytes {
                         let _ = w.write_char(if c.is_ascii_graphic() || c == b' ' {
@@ -1162,6 +1206,8 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
                         });
                     }
                     w.write_str("\"")
+                } else {
+                    w.write_str("(bad record)")
                 }
             }
         };
