@@ -20,6 +20,8 @@ cd "$here"
 export PATH="$HOME/.cargo/bin:$PATH"
 secs=${1:-3600}
 shift || true
+# libFuzzer takes -max_total_time=0 as "no limit".
+case $secs in '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a positive number, not '$secs'"; exit 2 ;; esac
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(event_line ksym x86_decode arm64_decode)
 
@@ -45,6 +47,11 @@ status=0
 for t in "${targets[@]}"; do
 	work=out/fuzz/$t
 	mkdir -p "$work"
+	# Crashes of earlier runs are kept, but not counted against this one.
+	if compgen -G "out/fuzz/crash-$t-*" >/dev/null; then
+		mkdir -p out/fuzz/earlier
+		mv out/fuzz/crash-"$t"-* out/fuzz/earlier/
+	fi
 	dict=()
 	[ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
 	log=out/fuzz/$t.log

@@ -310,67 +310,108 @@ struct TrapClosure {
 /// Adds every function the trap path reaches by direct calls, up to
 /// [`TRAP_DEPTH`] calls below the arch's [`crate::arch::TRAP_ROOTS`].
 fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
-    let mut frontier: KVec<(usize, usize)> = KVec::new();
+    // Functions to scan, with their depth in calls below the roots.
+    let mut queue: KVec<(usize, usize, usize)> = KVec::new();
     let mut seen: KVec<usize> = KVec::new();
     let mut res = Ok(());
     for &name in crate::arch::TRAP_ROOTS {
+        let mut found = false;
         symbols::for_each_match(name, |a| {
+            found = true;
             if let Some(s) = symbols::symbol_at(a) {
                 if !seen.contains(&s.start) {
+                    let end = s.start.saturating_add(s.size);
                     res = res
                         .and_then(|()| seen.push(s.start, GFP_KERNEL).map_err(Error::from))
                         .and_then(|()| {
-                            frontier
-                                .push((s.start, s.start.saturating_add(s.size)), GFP_KERNEL)
+                            queue
+                                .push((s.start, end, 0), GFP_KERNEL)
                                 .map_err(Error::from)
                         })
-                        .and_then(|()| add(v, s.start, s.start.saturating_add(s.size), TRAP));
+                        .and_then(|()| add(v, s.start, end, TRAP));
                 }
             }
         });
+        if !found {
+            // Inlined into its caller on this kernel (do_int3 may be), or
+            // renamed: the derivation covers less, say so.
+            pr_info!(
+                "blacklist: trap-path root {} not in this kernel\n",
+                name.to_str().unwrap_or("?")
+            );
+        }
     }
     res?;
     if let Some(b) = symbols::bounds(crate::arch::trap_entry()) {
         seen.push(b.start, GFP_KERNEL)?;
-        frontier.push((b.start, b.start.saturating_add(b.size)), GFP_KERNEL)?;
+        queue.push((b.start, b.start.saturating_add(b.size), 0), GFP_KERNEL)?;
     }
     let roots = seen.len();
     let mut added = 0usize;
-    for _ in 0..TRAP_DEPTH {
-        let mut next: KVec<(usize, usize)> = KVec::new();
-        for &(start, end) in frontier.iter() {
-            let mut r = Ok(());
-            crate::arch::for_each_direct_branch(start, end, |t| {
-                if r.is_err() || (start..end).contains(&t) {
-                    return;
+    let mut i = 0;
+    while let Some(&(start, end, depth)) = queue.get(i) {
+        i += 1;
+        let mut r = Ok(());
+        crate::arch::for_each_direct_branch(start, end, |t| {
+            if r.is_err() || (start..end).contains(&t) {
+                return;
+            }
+            if !symbols::in_kernel_text(t) && !symbols::in_module_text(t) {
+                return;
+            }
+            // The engine's own functions are one body of code to the trap
+            // path: its internal calls do not count against the depth.
+            let d = if crate::is_engine_address(t) {
+                depth
+            } else {
+                depth + 1
+            };
+            if d > TRAP_DEPTH {
+                return;
+            }
+            let Some(b) = symbols::bounds(t) else {
+                return;
+            };
+            if seen.contains(&b.start) {
+                return;
+            }
+            let Some(mut s) = symbols::symbol_at(t) else {
+                return;
+            };
+            let mut fstart = s.start;
+            // With call-depth tracking (or kCFI) a direct call may target
+            // the padding before a function (`__pfx_foo`, `__cfi_foo`):
+            // the function is the symbol that follows it.
+            if s.name().starts_with(b"__pfx_") || s.name().starts_with(b"__cfi_") {
+                match symbols::symbol_at(s.start.saturating_add(s.size)) {
+                    Some(f) => s = f,
+                    None => return,
                 }
-                if !symbols::in_kernel_text(t) && !symbols::in_module_text(t) {
-                    return;
-                }
-                let Some(s) = symbols::symbol_at(t) else {
-                    return;
-                };
-                if seen.contains(&s.start) {
-                    return;
-                }
-                let fend = s.start.saturating_add(s.size);
-                r = seen.push(s.start, GFP_KERNEL).map_err(Error::from);
-                if r.is_ok() && !v.iter().any(|x| (x.start..x.end).contains(&t)) {
-                    r = add(v, s.start, fend, TRAP_CALLEE);
-                    added += 1;
-                }
-                let name = s.name();
-                let stop = TRAP_STOP_PREFIXES.iter().any(|p| name.starts_with(p))
-                    || TRAP_STOP_SUBSTRINGS
-                        .iter()
-                        .any(|p| name.windows(p.len()).any(|w| w == *p));
-                if r.is_ok() && !stop {
-                    r = next.push((s.start, fend), GFP_KERNEL).map_err(Error::from);
-                }
-            });
-            r?;
-        }
-        frontier = next;
+            }
+            let fend = s.start.saturating_add(s.size);
+            fstart = fstart.min(s.start);
+            r = seen
+                .push(b.start, GFP_KERNEL)
+                .and_then(|()| seen.push(s.start, GFP_KERNEL))
+                .map_err(Error::from);
+            if r.is_ok() && !v.iter().any(|x| (x.start..x.end).contains(&s.start)) {
+                r = add(v, fstart, fend, TRAP_CALLEE);
+                added += 1;
+            }
+            let name = s.name();
+            let stop = TRAP_STOP_PREFIXES.iter().any(|p| name.starts_with(p))
+                || TRAP_STOP_SUBSTRINGS
+                    .iter()
+                    .any(|p| name.windows(p.len()).any(|w| w == *p));
+            // Expanded further below the depth limit; engine code always
+            // (its own callees keep its depth).
+            if r.is_ok() && !stop && (d < TRAP_DEPTH || d == depth) {
+                r = queue
+                    .push((s.start, fend, d), GFP_KERNEL)
+                    .map_err(Error::from);
+            }
+        });
+        r?;
     }
     Ok(TrapClosure { roots, added })
 }

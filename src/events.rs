@@ -530,7 +530,7 @@ fn no_ftrace_site(addr: usize) -> bool {
 /// test modules. README "Known limits".
 fn within_notrace_func(addr: usize) -> bool {
     if cfg!(CONFIG_KPROBE_EVENTS_ON_NOTRACE)
-        || !crate::symbols::in_kernel_text(addr)
+        || !crate::symbols::in_kernel_image_text(addr)
         || !no_ftrace_site(addr)
     {
         return false;

@@ -75,6 +75,8 @@ static RESERVED_FNS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
 static FTRACE_LOCATION_RANGE: AtomicUsize = AtomicUsize::new(0);
 static MODULE_TEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
 static STEXT: AtomicUsize = AtomicUsize::new(0);
+/// `_text`: the image's first text byte (before `_stext` on arm64).
+static TEXT: AtomicUsize = AtomicUsize::new(0);
 static ETEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A symbol found by address, copied out of `sprint_symbol()`'s buffer.
@@ -267,6 +269,10 @@ pub(crate) fn init() -> Result {
     );
     STEXT.store(s, Ordering::Relaxed);
     ETEXT.store(e, Ordering::Relaxed);
+    TEXT.store(
+        lookup_name(c_str!("_text")).unwrap_or(s).min(s),
+        Ordering::Relaxed,
+    );
     Ok(())
 }
 
@@ -578,6 +584,12 @@ pub(crate) fn is_ftrace_site(addr: usize) -> bool {
         f(addr, addr)
     };
     site == addr
+}
+
+/// Whether `addr` lies in the kernel image's text, head text included
+/// (`_text` .. `_etext`).
+pub(crate) fn in_kernel_image_text(addr: usize) -> bool {
+    (TEXT.load(Ordering::Relaxed)..ETEXT.load(Ordering::Relaxed)).contains(&addr)
 }
 
 /// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).

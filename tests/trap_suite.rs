@@ -232,21 +232,36 @@ fn every_listed_instruction_refused(t: &mut Test) {
     ));
     // The probe points that once took the machine down, and ftrace's own
     // code, by name (each present on the kernels that have it).
-    for (name, off) in [
+    #[cfg(CONFIG_X86_64)]
+    let named = [
         (c"__rcu_read_lock", 5usize),
         (c"__rcu_read_unlock", 5),
         (c"ftrace_caller", 0),
         (c"__fentry__", 0),
         (c"ftrace_stub", 0),
         (c"notify_die", 0),
-    ] {
+    ];
+    #[cfg(CONFIG_ARM64)]
+    let named = [
+        (c"do_el1_brk64", 8usize),
+        (c"ftrace_ops_list_func", 8),
+        (c"ftrace_caller", 0),
+        (c"ftrace_caller", 64),
+        (c"ftrace_stub", 0),
+        (c"notify_die", 8),
+    ];
+    for (name, off) in named {
         let a = lookup(name);
         if a == 0 {
             t.info(format_args!("{:?}: not in this kernel", name));
             continue;
         }
-        // -EINVAL (blacklisted) or, where the offset is not an instruction
-        // of its own (arm64: inside ftrace's patchable entry), -EBUSY.
+        // On the list, whatever the offset is to the decoder; registration
+        // refuses it (-EINVAL, or -EBUSY/-EILSEQ where the offset is inside
+        // ftrace's patchable entry or an instruction).
+        // SAFETY: a query, any address.
+        let listed = !unsafe { kp::kp_blacklisted(a + off) }.is_null();
+        kp_expect!(t, listed, "{:?}+{} not listed", name, off);
         let r = try_register(a + off);
         kp_expect!(t, r < 0, "{:?}+{} accepted", name, off);
     }
@@ -334,6 +349,9 @@ fn one_call_beyond_the_trap_path(t: &mut Test) {
     }
     unregister(&mut trigger);
     kp_expect!(t, funcs > 0);
+    if boundary.len() == MAX_BOUNDARY_FNS {
+        t.info(format_args!("(capped at {} functions)", MAX_BOUNDARY_FNS));
+    }
     t.info(format_args!(
         "{} functions one call beyond the trap path: {} instructions armed, {} refused; \
          the trap path ran over each, {} hits on them",

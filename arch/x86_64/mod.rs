@@ -734,10 +734,12 @@ pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut
     let mut at = start;
     while at < end {
         let mut b = [0u8; MAX_INSN_LEN];
-        // SAFETY: a nofault read of kernel text into a local.
-        let r = unsafe {
-            bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), at as *const _, b.len())
-        };
+        // Not past `end`: the text after the last function may be unmapped.
+        let n = (end - at).min(b.len());
+        // SAFETY: a nofault read of kernel text into a local of at least
+        // `n` bytes.
+        let r =
+            unsafe { bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), at as *const _, n) };
         if r != 0 {
             return;
         }
