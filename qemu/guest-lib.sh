@@ -211,6 +211,12 @@ run_events() {
 	# and the engine's trap path (src/blacklist.rs).
 	check events-err-notrace-ftrace_caller bad 'p:bad ftrace_caller' 'Failed to register probe event'
 	check events-err-notrace-_text bad 'p:bad _text' 'Failed to register probe event'
+	# A module function without an ftrace site (Rust has none): refused
+	# too, as by the kernel; its C neighbour with one is accepted.
+	insmod $M/kp_target.ko
+	check events-err-notrace-module bad 'p:bad kp_target:kp_target_func' 'Failed to register probe event'
+	check events-module-c-function sh -c "echo 'p:kp_c/t kp_target:kp_target_c_func' >>$E && echo '-:kp_c/t' >>$E"
+	rmmod kp_target
 	if grep -q ' __rcu_read_lock$' /proc/kallsyms; then
 		check events-err-trap-path-rcu-lock bad 'p:bad __rcu_read_lock+5' 'Failed to register probe event'
 		check events-err-trap-path-rcu-unlock bad 'p:bad __rcu_read_unlock+5' 'Failed to register probe event'
@@ -279,7 +285,7 @@ module_churn() {
 	i=0
 	while [ $i -lt 100 ]; do
 		insmod $M/kp_target.ko || return 1
-		echo "p:kp_churn/t kp_target:kp_target_func" >>$E || return 1
+		echo "p:kp_churn/t kp_target:kp_target_c_func" >>$E || return 1
 		if [ $((i % 2)) = 0 ]; then
 			echo "-:kp_churn/t" >>$E || return 1
 			rmmod kp_target || return 1

@@ -522,17 +522,12 @@ fn no_ftrace_site(addr: usize) -> bool {
 /// which refuses kprobe events on functions ftrace cannot trace unless
 /// CONFIG_KPROBE_EVENTS_ON_NOTRACE: the function holding `addr` has no
 /// ftrace site, and, for a compiler-made copy (`foo.constprop.0`), neither
-/// has the function it was made from.
-///
-/// Applied to the core kernel's text only, for now: the kernel applies it
-/// to modules too, where it refuses every function of a Rust module (rustc
-/// emits no fentry calls), and this project's own event tests probe Rust
-/// test modules. README "Known limits".
+/// has the function it was made from. In modules too, which refuses every
+/// function of a Rust module (rustc emits no fentry calls), as the kernel
+/// does.
 fn within_notrace_func(addr: usize) -> bool {
-    if cfg!(CONFIG_KPROBE_EVENTS_ON_NOTRACE)
-        || !crate::symbols::in_kernel_image_text(addr)
-        || !no_ftrace_site(addr)
-    {
+    let text = crate::symbols::in_kernel_image_text(addr) || crate::symbols::in_module_text(addr);
+    if cfg!(CONFIG_KPROBE_EVENTS_ON_NOTRACE) || !text || !no_ftrace_site(addr) {
         return false;
     }
     let Some(sym) = crate::symbols::symbol_at(addr) else {

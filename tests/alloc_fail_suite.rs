@@ -30,6 +30,7 @@ extern "C" {
     fn kp_test_set_fail_nth(n: c_uint) -> c_int;
     fn kp_test_fail_nth() -> c_uint;
     fn kp_test_c_target(value: c_int) -> c_int;
+    fn kp_test_c_args(a: u64, b: u64, c: u64) -> u64;
 }
 
 const ENOMEM: c_int = -(bindings::ENOMEM as c_int);
@@ -412,7 +413,8 @@ fn kprobe_enable(t: &mut Test) {
 
 /// A probe event defined by a `kprobe_events` line.
 fn event_define(t: &mut Test) {
-    let f = addr_of(kp_kunit_args as *const ());
+    // A C function: events refuse functions without an ftrace site.
+    let f = addr_of(kp_test_c_args as *const ());
     run(
         t,
         "kprobe event with two fetch arguments",
@@ -421,9 +423,9 @@ fn event_define(t: &mut Test) {
         &mut (),
         |()| {
             let line = if cfg!(CONFIG_X86_64) {
-                c"p:kp_af/ev kp_kunit_args a=%di b=+0(%si):u8"
+                c"p:kp_af/ev kp_test_c_args a=%di b=+0(%si):u8"
             } else {
-                c"p:kp_af/ev kp_kunit_args a=%x0 b=+0(%x1):u8"
+                c"p:kp_af/ev kp_test_c_args a=%x0 b=+0(%x1):u8"
             };
             // SAFETY: NUL-terminated.
             unsafe { kp::kp_event_command(line.as_ptr().cast()) }

@@ -9,7 +9,12 @@
 
 use crate::kp;
 use crate::kunit::Test;
-use crate::targets::{args_expected, kp_kunit_args};
+use crate::targets::args_expected;
+
+extern "C" {
+    /// `tests/helpers.c`: `kp_kunit_args` in C, with an ftrace site.
+    fn kp_test_c_args(a: u64, b: u64, c: u64) -> u64;
+}
 use core::ffi::c_void;
 use core::hint::black_box;
 use kernel::bindings;
@@ -71,9 +76,9 @@ impl Drop for Counter {
 }
 
 fn events_perf_counts_hits(t: &mut Test) {
-    let r = kp::event_command(c"p:kp_kunit/ev kp_kunit_args a=$arg1 b=$arg2 c=$comm");
+    let r = kp::event_command(c"p:kp_kunit/ev kp_test_c_args a=$arg1 b=$arg2 c=$comm");
     kp_expect_eq!(t, r, Ok(()));
-    let r = kp::event_command(c"r:kp_kunit/rev kp_kunit_args ret=$retval");
+    let r = kp::event_command(c"r:kp_kunit/rev kp_test_c_args ret=$retval");
     kp_expect_eq!(t, r, Ok(()));
     let (Ok(id), Ok(rid)) = (
         kp::event_id(Some(c"kp_kunit"), c"ev"),
@@ -91,7 +96,9 @@ fn events_perf_counts_hits(t: &mut Test) {
     };
     kp_expect_eq!(t, c.count(), 0);
     for i in 0..7u64 {
-        kp_expect_eq!(t, kp_kunit_args(black_box(i), 2, 3), args_expected(i, 2, 3));
+        // SAFETY: a plain C function.
+        let v = unsafe { kp_test_c_args(black_box(i), 2, 3) };
+        kp_expect_eq!(t, v, args_expected(i, 2, 3));
     }
     kp_expect_eq!(t, c.count(), 7, "entry event records seen by perf");
     kp_expect_eq!(t, rc.count(), 7, "return event records seen by perf");
@@ -107,7 +114,7 @@ fn events_perf_counts_hits(t: &mut Test) {
 fn events_api_errors(t: &mut Test) {
     kp_expect_eq!(
         t,
-        kp::event_command(c"p:kp_kunit/e2 kp_kunit_args a=%nosuchreg"),
+        kp::event_command(c"p:kp_kunit/e2 kp_test_c_args a=%nosuchreg"),
         Err(EINVAL)
     );
     kp_expect_eq!(
@@ -121,10 +128,22 @@ fn events_api_errors(t: &mut Test) {
         Err(ENOENT)
     );
     kp_expect_eq!(t, kp::event_command(c"# only a comment"), Ok(()));
-    kp_expect_eq!(t, kp::event_command(c"p:kp_kunit/e3 kp_kunit_args"), Ok(()));
+    // A function without an ftrace call site (every Rust function) is
+    // refused, as the kernel's kprobe events refuse notrace functions.
     kp_expect_eq!(
         t,
-        kp::event_command(c"p:kp_kunit/e3 kp_kunit_args"),
+        kp::event_command(c"p:kp_kunit/e4 kp_kunit_args"),
+        Err(EINVAL)
+    );
+    kp_expect_eq!(t, kp::event_id(Some(c"kp_kunit"), c"e4"), Err(ENOENT));
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/e3 kp_test_c_args"),
+        Ok(())
+    );
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/e3 kp_test_c_args"),
         Err(EEXIST)
     );
     // Nothing was lost by the failures: e3 is there and works once.

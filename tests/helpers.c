@@ -24,6 +24,7 @@
  * - the C header's layout of the ABI structs, for kp_smoke to compare with
  *   src/abi.rs.
  */
+#include <linux/bitops.h>
 #include <linux/module.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
@@ -109,6 +110,7 @@ bool kp_test_in_nmi(void)
 }
 
 int kp_test_c_target(int value);
+u64 kp_test_c_args(u64 a, u64 b, u64 c);
 int kp_test_nokprobe(int value);
 
 /* Never to be probed: this module says so (its _kprobe_blacklist). */
@@ -126,6 +128,15 @@ noinline int kp_test_c_target(int value)
 {
 	barrier_data(&value);
 	return value / 3 + 1;
+}
+
+/* kp_kunit_args() in C: probe events refuse functions without an ftrace
+ * call site, as the kernel's do (within_notrace_func), and Rust functions
+ * have none. Same result as targets::args_expected(). */
+noinline u64 kp_test_c_args(u64 a, u64 b, u64 c)
+{
+	barrier_data(&a);
+	return ((a * 31) ^ rol64(b, 7)) + c;
 }
 
 #ifdef CONFIG_X86_64

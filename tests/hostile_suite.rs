@@ -238,13 +238,13 @@ fn queries_and_events(t: &mut Test) {
         (c"p:kp_hostile/e1 0x1000", EINVAL),
         (c"p:kp_hostile/e2 notify_die", EINVAL),
         (
-            c"p:kp_hostile/e3 kp_kunit_args a=+0(+0(+0(+0(+0(+0(+0(+0(%sp))))))))",
+            c"p:kp_hostile/e3 kp_test_c_args a=+0(+0(+0(+0(+0(+0(+0(+0(%sp))))))))",
             EINVAL,
         ),
-        (c"p:kp_hostile/e4 kp_kunit_args a=$comm:u8", EINVAL),
-        (c"r:kp_hostile/e5 kp_kunit_args+4", EINVAL),
-        (c"p: kp_kunit_args", EINVAL),
-        (c"p:kp_hostile/e7 kp_kunit_args \\xyz", EINVAL),
+        (c"p:kp_hostile/e4 kp_test_c_args a=$comm:u8", EINVAL),
+        (c"r:kp_hostile/e5 kp_test_c_args+4", EINVAL),
+        (c"p: kp_test_c_args", EINVAL),
+        (c"p:kp_hostile/e7 kp_test_c_args \\xyz", EINVAL),
         (c"-:kp_hostile/never", ENOENT),
     ];
     for (line, want) in bad {
@@ -260,7 +260,7 @@ fn queries_and_events(t: &mut Test) {
     // A name already taken.
     kp_expect_eq!(
         t,
-        kp::event_command(c"p:kp_hostile/ok kp_kunit_args"),
+        kp::event_command(c"p:kp_hostile/ok kp_test_c_args"),
         Ok(())
     );
     kp_expect_eq!(
