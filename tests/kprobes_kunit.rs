@@ -16,6 +16,7 @@
 //! - `kp_hostile`: bad arguments for every entry point, with their errors.
 //! - `kp_trap_path`: every instruction of the trap path refused; one call
 //!   beyond it, every instruction probed while the trap path runs.
+//! - `kp_coexist`: beside the kernel's own kprobes on the same text.
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_mass`: 2,000 kprobes and 200 kretprobes under a 60-second workload.
 //! - `kp_alloc_fail`: each allocation of each registration path failing.
@@ -48,6 +49,7 @@ mod decode;
 mod insn_table;
 mod alloc_fail_suite;
 mod api_suite;
+mod coexist_suite;
 mod core_suite;
 mod events_suite;
 mod ftrace_suite;

@@ -460,6 +460,7 @@ fn is_ftrace_call(addr: usize, b: &[u8]) -> bool {
 /// prepares its out-of-line copy.
 pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
     let mut pc = fstart;
+    let mut prev = None;
     let insn = loop {
         let bytes = read_text(pc)?;
         let insn = match decode(&bytes) {
@@ -477,6 +478,26 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         if pc == addr {
             break (insn, bytes);
         }
+        // An int3 on the way that is not ours (`read_text` shows our own
+        // as the original byte) and not straight-line-speculation padding
+        // after a `ret` or `jmp` is someone else's breakpoint (the kernel's
+        // kprobes, kgdb, a text_poke_bp in progress): the instruction under
+        // it is unknown, so is where the next one starts. The kernel's
+        // optimizer refuses the same way (arch/x86/kernel/kprobes/opt.c).
+        if insn.class == Class::Int3
+            && !matches!(
+                prev,
+                Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
+            )
+        {
+            pr_err!(
+                "x86: someone else's int3 at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
+                pc,
+                addr
+            );
+            return Err(EBUSY);
+        }
+        prev = Some(insn.class);
         pc += insn.len as usize;
         if pc > addr || pc >= fstart + fsize {
             pr_err!("x86: {:#x} is not on an instruction boundary\n", addr);

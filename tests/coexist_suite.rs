@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `kp_coexist`: the engine beside the kernel's own kprobes on the same
+//! text, mid-function, in both orders.
+//!
+//! The kernel's kprobe here keeps its breakpoint (it has a post handler, so
+//! the kernel does not jump-optimize it). Each case checks what the issue
+//! asks: nothing corrupts the text (the function still returns the right
+//! value), what cannot be shared is refused with a specific error, and
+//! what is shared works (both sides' handlers run).
+//!
+//! - The kernel's first, the engine's at the same instruction: `-EBUSY`
+//!   (someone else's int3 there).
+//! - The kernel's first, the engine's on the next instruction: `-EBUSY`,
+//!   since the engine finds instruction boundaries by decoding from the
+//!   function's start and cannot see through the kernel's int3 (the kernel
+//!   recovers its own bytes; the engine cannot read them without the
+//!   kernel's kprobes API). Before the kernel's instruction: shared.
+//! - The engine's first, the kernel's at the same instruction: the kernel
+//!   refuses it (its `__copy_instruction()` sees an int3 it cannot
+//!   recover); the engine's probe keeps working.
+//! - The engine's first, the kernel's on the next instruction: whatever
+//!   the kernel decides, both work or the kernel refuses, and the function
+//!   returns the right value; unregistering in either order restores the
+//!   text.
+
+use crate::kp::KpKprobe;
+use crate::kunit::Test;
+use crate::targets::{addr_of, args_expected, kp_kunit_args};
+use crate::util::{insn_len_at, register, text_word, unregister};
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::bindings;
+use kernel::ffi::c_int;
+
+extern "C" {
+    fn kp_test_kernel_kprobe_at(addr: usize, on: bool) -> c_int;
+    fn kp_test_kernel_kprobe_hits() -> usize;
+}
+
+const EBUSY: c_int = -(bindings::EBUSY as c_int);
+
+static HITS: AtomicU64 = AtomicU64::new(0);
+
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    HITS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+
+/// The first three instruction addresses of `kp_kunit_args`.
+fn insns() -> [usize; 3] {
+    let a = addr_of(kp_kunit_args as *const ());
+    let b = a + insn_len_at(a);
+    let c = b + insn_len_at(b);
+    [a, b, c]
+}
+
+fn call_checks(t: &Test, what: &str) {
+    for i in 0..3u64 {
+        kp_expect_eq!(
+            t,
+            kp_kunit_args(core::hint::black_box(i), 11, 12),
+            args_expected(i, 11, 12),
+            "{}",
+            what
+        );
+    }
+}
+
+fn engine_probe(at: usize) -> KpKprobe {
+    let mut p = KpKprobe::new();
+    p.addr = at as *mut _;
+    p.pre_handler = Some(count);
+    p
+}
+
+fn kernel_first(t: &mut Test) {
+    let [_, b, c] = insns();
+    let (wb, wc) = (text_word(b), text_word(c));
+    // SAFETY: a kernel kprobe on this module's own function.
+    let r = unsafe { kp_test_kernel_kprobe_at(b, true) };
+    kp_expect_eq!(t, r, 0, "the kernel's kprobe at {:#x}", b);
+    if r != 0 {
+        return;
+    }
+    HITS.store(0, Ordering::SeqCst);
+    let mut same = engine_probe(b);
+    let r = register(&mut same);
+    // x86_64: someone else's int3; arm64: the kernel's BRK, an exception
+    // instruction the engine never steps.
+    kp_expect!(t, r < 0, "the engine's probe on the kernel's: {}", r);
+    if cfg!(CONFIG_X86_64) {
+        kp_expect_eq!(t, r, EBUSY);
+    }
+    if r == 0 {
+        unregister(&mut same);
+    }
+    let mut next = engine_probe(c);
+    let r = register(&mut next);
+    // x86_64: the boundaries past the kernel's int3 are unknown; arm64's
+    // fixed-size instructions need no walk: shared.
+    if cfg!(CONFIG_X86_64) {
+        kp_expect_eq!(t, r, EBUSY, "past the kernel's int3");
+    } else {
+        kp_expect_eq!(t, r, 0, "next to the kernel's BRK");
+    }
+    call_checks(t, "beside the kernel's kprobe");
+    // SAFETY: reads a counter of the C helper.
+    kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+    kp_expect_eq!(t, HITS.load(Ordering::SeqCst), if r == 0 { 3 } else { 0 });
+    if r == 0 {
+        unregister(&mut next);
+    }
+    // SAFETY: registered above.
+    unsafe { kp_test_kernel_kprobe_at(b, false) };
+    kp_expect_eq!(t, text_word(b), wb);
+    // With the kernel's gone, the engine probes both.
+    HITS.store(0, Ordering::SeqCst);
+    kp_expect_eq!(t, register(&mut same), 0);
+    kp_expect_eq!(t, register(&mut next), 0);
+    call_checks(t, "after the kernel's kprobe went");
+    kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 6);
+    unregister(&mut same);
+    unregister(&mut next);
+    kp_expect_eq!(t, text_word(b), wb);
+    kp_expect_eq!(t, text_word(c), wc);
+}
+
+fn engine_first(t: &mut Test) {
+    let [_, b, c] = insns();
+    let (wb, wc) = (text_word(b), text_word(c));
+    for kernel_at in [b, c] {
+        for kernel_goes_first in [false, true] {
+            HITS.store(0, Ordering::SeqCst);
+            let mut p = engine_probe(b);
+            kp_expect_eq!(t, register(&mut p), 0);
+            // SAFETY: a kernel kprobe on this module's own function.
+            let r = unsafe { kp_test_kernel_kprobe_at(kernel_at, true) };
+            if kernel_at == b {
+                // The kernel refuses an int3 it did not place.
+                kp_expect!(t, r < 0, "the kernel's kprobe on the engine's int3: {}", r);
+            }
+            t.info(format_args!(
+                "the kernel's kprobe at +{:#x} beside the engine's at +{:#x}: {}",
+                kernel_at - insns()[0],
+                b - insns()[0],
+                r
+            ));
+            call_checks(t, "the engine's first");
+            kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
+            if r == 0 {
+                // SAFETY: reads a counter of the C helper.
+                kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+            }
+            if kernel_goes_first && r == 0 {
+                // SAFETY: registered above.
+                unsafe { kp_test_kernel_kprobe_at(kernel_at, false) };
+            }
+            unregister(&mut p);
+            if !kernel_goes_first && r == 0 {
+                // SAFETY: registered above.
+                unsafe { kp_test_kernel_kprobe_at(kernel_at, false) };
+            }
+            kp_expect_eq!(t, text_word(b), wb);
+            kp_expect_eq!(t, text_word(c), wc);
+            call_checks(t, "after both went");
+        }
+    }
+}
+
+kunit_suite!(kp_coexist, "kp_coexist", [kernel_first, engine_first]);
