@@ -569,16 +569,39 @@ fn disarm_point(g: &RegGuard, point: &Point) -> Result {
     }
 }
 
+/// Sets `set` and clears `clear` in the `flags` of a client's struct, as
+/// one atomic read-modify-write: clients and handlers on other CPUs read
+/// the word concurrently (`Probe::flags()` in the Rust API, the C header's
+/// users), and the engine's writes under its lock must not tear or lose
+/// each other's bits.
+///
+/// # Safety
+///
+/// `u` is a live `struct kp_kprobe` (registered, or being registered or
+/// unregistered under the registration lock).
+pub(crate) unsafe fn update_flags(u: *mut KpKprobe, set: u32, clear: u32) {
+    // SAFETY: `flags` is an aligned u32 of a live struct; every concurrent
+    // access by the engine goes through this atomic view, readers use
+    // volatile or atomic loads.
+    let f = unsafe { core::sync::atomic::AtomicU32::from_ptr(core::ptr::addr_of_mut!((*u).flags)) };
+    if set != 0 {
+        f.fetch_or(set, Ordering::Release);
+    }
+    if clear != 0 {
+        f.fetch_and(!clear, Ordering::Release);
+    }
+}
+
 /// Sets or clears `KP_FLAG_OPTIMIZED` in the structs of `point`'s probes.
 pub(crate) fn set_optimized_flag(_g: &RegGuard, point: &Point, on: bool) {
     for p in point.probes() {
-        // SAFETY: listed probes and their structs are live under the lock.
-        let u = unsafe { &mut *p.user() };
-        if on {
-            u.flags |= KP_FLAG_OPTIMIZED;
+        let (set, clear) = if on {
+            (KP_FLAG_OPTIMIZED, 0)
         } else {
-            u.flags &= !KP_FLAG_OPTIMIZED;
-        }
+            (0, KP_FLAG_OPTIMIZED)
+        };
+        // SAFETY: listed probes and their structs are live under the lock.
+        unsafe { update_flags(p.user(), set, clear) };
     }
 }
 
@@ -803,14 +826,16 @@ fn register_locked(
         return Err(e);
     }
     add_to_all(g, probe);
+    let mut set = KP_FLAG_REGISTERED;
     if point.ftrace {
-        p.flags |= KP_FLAG_FTRACE;
+        set |= KP_FLAG_FTRACE;
     }
     if point.opt.jumped() {
-        p.flags |= KP_FLAG_OPTIMIZED;
+        set |= KP_FLAG_OPTIMIZED;
     }
     p.addr = addr as *mut _;
-    p.flags |= KP_FLAG_REGISTERED;
+    // SAFETY: `p` is live; registration lock held.
+    unsafe { update_flags(p, set, 0) };
     Ok(())
 }
 
@@ -821,7 +846,7 @@ fn clear_record(probe: *mut Probe) {
     // reachable by any CPU (never published, or detached and a grace
     // period passed).
     unsafe {
-        (*(*probe).user()).flags &= !KP_FLAG_REGISTERED;
+        update_flags((*probe).user(), 0, KP_FLAG_REGISTERED);
         probe
             .cast::<u8>()
             .write_bytes(0, core::mem::size_of::<[usize; KP_PRIVATE_WORDS]>());
@@ -1023,7 +1048,8 @@ fn register(p: &mut KpKprobe) -> Result {
     let g = RegGuard::lock();
     check_new(&g, p)?;
     // Leftovers of an earlier registration, as the kernel clears them.
-    p.flags &= KP_FLAG_DISABLED;
+    // SAFETY: `p` is live (not registered, checked above).
+    unsafe { update_flags(p, 0, !KP_FLAG_DISABLED) };
     p.nmissed = 0;
     let (addr, ftrace, sym) = resolve(&g, p)?;
     register_locked(&g, p, addr, ftrace, &sym)
@@ -1158,11 +1184,13 @@ fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
         point.post.store(true, Ordering::Relaxed);
     }
     probe.disabled.store(disabled, Ordering::Relaxed);
-    if disabled {
-        p.flags |= KP_FLAG_DISABLED;
+    let (set, clear) = if disabled {
+        (KP_FLAG_DISABLED, 0)
     } else {
-        p.flags &= !KP_FLAG_DISABLED;
-    }
+        (0, KP_FLAG_DISABLED)
+    };
+    // SAFETY: a registered probe's struct is live; lock held.
+    unsafe { update_flags(p, set, clear) };
     if disabled && probe.step && !pp.is_null() {
         // SAFETY: points are live under the lock.
         refresh_post(unsafe { &*pp });
@@ -1276,7 +1304,7 @@ pub(crate) fn module_going(module: *mut kernel::ffi::c_void) {
         for probe in point.probes() {
             probe.point.store(null_mut(), Ordering::Release);
             // SAFETY: the user struct is valid while registered.
-            unsafe { (*probe.user()).flags |= KP_FLAG_GONE };
+            unsafe { update_flags(probe.user(), KP_FLAG_GONE, 0) };
         }
         // The text is about to be freed: no need to restore it, but make
         // sure no CPU still runs the copy before the slot is reused. An
