@@ -3,13 +3,15 @@
 //! `kp_random`: 200 probes on random instructions of real kernel functions,
 //! armed while user space and kernel threads run, then removed.
 //!
-//! Functions are found by walking the kernel's symbols around `msleep`
-//! (`sprint_symbol`, symbol by symbol); instructions are picked with a
-//! seeded PRNG (the seed is printed in the KTAP output). The
-//! engine decides what can be probed: refusals (blacklist, exception-table
-//! sites, unsupported instructions) are counted, not failures. Every probe
+//! Functions are drawn from all of the kernel's text (`_stext` ..
+//! `_etext`, walked with `sprint_symbol`, symbol by symbol); instructions
+//! are picked with a seeded PRNG (the seed is printed in the KTAP output).
+//! The engine decides what can be probed: refusals (blacklist,
+//! exception-table sites, unsupported instructions, someone else's
+//! breakpoint) are counted by errno, and any other errno fails. Every probe
 //! that registers must leave the system healthy; the guest log scan catches
-//! any splat.
+//! any splat. The log gives how many functions and instructions a run
+//! tried. (`kp_mass` still draws from the functions after `msleep`.)
 
 use crate::kp::KpKprobe;
 use crate::kunit::Test;
@@ -20,7 +22,6 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 const WANT: usize = 200;
-const MAX_FUNCS: usize = 4096;
 
 static HITS: AtomicU64 = AtomicU64::new(0);
 
@@ -124,6 +125,40 @@ impl Region {
         Some(Region { funcs, start, text })
     }
 
+    /// Every function of the core kernel's text (`_stext` .. `_etext`),
+    /// walked symbol by symbol, and its text as it was when walked. None
+    /// if the bounds are unknown or nothing could be read.
+    pub(crate) fn kernel_text() -> Option<Self> {
+        let sym = |n: &core::ffi::CStr| {
+            let mut size = 0;
+            // SAFETY: a NUL-terminated name and a valid out-pointer.
+            let a = unsafe { crate::kp::kp_lookup_symbol(n.as_ptr().cast(), &mut size) };
+            (a != 0).then_some(a as usize)
+        };
+        let (stext, etext) = (sym(c"_stext")?, sym(c"_etext")?);
+        let mut funcs = KVec::new();
+        let mut at = stext;
+        while at < etext {
+            let Some((s, size)) = function_at(at) else {
+                // No symbol here (alignment padding): the next word.
+                at += 16;
+                continue;
+            };
+            if size == 0 || s + size <= at {
+                at += 16;
+                continue;
+            }
+            if funcs.push((s, size), GFP_KERNEL).is_err() {
+                break;
+            }
+            at = s + size;
+        }
+        let start = funcs.first()?.0;
+        let end = funcs.last().map(|&(s, n)| s + n)?;
+        let text = read_text(start, end - start)?;
+        Some(Region { funcs, start, text })
+    }
+
     /// The original bytes of the function `[s, s + size)` of the region.
     pub(crate) fn text_of(&self, s: usize, size: usize) -> &[u8] {
         s.checked_sub(self.start)
@@ -191,16 +226,22 @@ fn random_kernel_instructions(t: &mut Test) {
         seed, seed
     ));
     let mut rng = Rng(seed);
-    // Functions around msleep, walked forward symbol by symbol.
-    let Some(region) = Region::walk(MAX_FUNCS) else {
-        kp_expect!(t, false, "cannot walk or read the candidate functions");
+    // Every function of the kernel's text, walked symbol by symbol.
+    let Some(region) = Region::kernel_text() else {
+        kp_expect!(t, false, "cannot walk or read the kernel's text");
         return;
     };
     let funcs = &region.funcs;
-    t.info(format_args!("{} candidate functions", funcs.len()));
-    kp_expect!(t, funcs.len() > 1000);
+    t.info(format_args!(
+        "{} candidate functions, {} bytes of text",
+        funcs.len(),
+        region.text.len()
+    ));
+    kp_expect!(t, funcs.len() > 5000);
     let mut probes: KVec<KBox<KpKprobe>> = KVec::new();
-    let mut refused = [0usize; 4]; // EINVAL, EILSEQ, EOPNOTSUPP, other
+    // EINVAL, EILSEQ, EOPNOTSUPP, EBUSY, other
+    let mut refused = [0usize; 5];
+    let mut tried: KVec<usize> = KVec::new();
     let mut attempts = 0;
     HITS.store(0, Ordering::SeqCst);
     while probes.len() < WANT && attempts < 20 * WANT && !funcs.is_empty() {
@@ -212,6 +253,9 @@ fn random_kernel_instructions(t: &mut Test) {
         let Ok(mut p) = KBox::new(KpKprobe::new(), GFP_KERNEL) else {
             break;
         };
+        if !tried.contains(&s) {
+            let _ = tried.push(s, GFP_KERNEL);
+        }
         // Logged before registering, so that a hang names its culprit.
         kernel::pr_info!("kp_random: trying {:#x}\n", addr);
         p.addr = addr as *mut _;
@@ -227,19 +271,28 @@ fn random_kernel_instructions(t: &mut Test) {
             e if e == crate::util::EINVAL => refused[0] += 1,
             e if e == crate::util::EILSEQ => refused[1] += 1,
             e if e == -(bindings::EOPNOTSUPP as c_int) => refused[2] += 1,
-            _ => refused[3] += 1,
+            e if e == -(bindings::EBUSY as c_int) => refused[3] += 1,
+            e => {
+                refused[4] += 1;
+                t.info(format_args!("{:#x}: unexpected error {}", addr, e));
+            }
         }
     }
     t.info(format_args!(
-        "{} probes after {} attempts; refused: {} EINVAL, {} EILSEQ, {} EOPNOTSUPP, {} other",
+        "{} probes after {} attempts in {} functions; refused: {} EINVAL, {} EILSEQ, \
+         {} EOPNOTSUPP, {} EBUSY, {} other",
         probes.len(),
         attempts,
+        tried.len(),
         refused[0],
         refused[1],
         refused[2],
-        refused[3]
+        refused[3],
+        refused[4]
     ));
     kp_expect_eq!(t, probes.len(), WANT);
+    // Every refusal is one of the documented ones (each logged its reason).
+    kp_expect_eq!(t, refused[4], 0);
     workload();
     // Let the settled probes be jump-optimized where that is safe (x86_64),
     // then run the workload again through the jumps.
