@@ -33,7 +33,7 @@ use kernel::bindings;
 use kernel::ffi::c_int;
 
 extern "C" {
-    fn kp_test_kernel_kprobe_at(addr: usize, on: bool) -> c_int;
+    fn kp_test_kernel_kprobe_at(addr: usize, on: bool, post: bool) -> c_int;
     fn kp_test_kernel_kprobe_hits() -> usize;
 }
 
@@ -80,7 +80,7 @@ fn kernel_first(t: &mut Test) {
     let [_, b, c] = insns();
     let (wb, wc) = (text_word(b), text_word(c));
     // SAFETY: a kernel kprobe on this module's own function.
-    let r = unsafe { kp_test_kernel_kprobe_at(b, true) };
+    let r = unsafe { kp_test_kernel_kprobe_at(b, true, true) };
     kp_expect_eq!(t, r, 0, "the kernel's kprobe at {:#x}", b);
     if r != 0 {
         return;
@@ -114,7 +114,7 @@ fn kernel_first(t: &mut Test) {
         unregister(&mut next);
     }
     // SAFETY: registered above.
-    unsafe { kp_test_kernel_kprobe_at(b, false) };
+    unsafe { kp_test_kernel_kprobe_at(b, false, true) };
     kp_expect_eq!(t, text_word(b), wb);
     // With the kernel's gone, the engine probes both.
     HITS.store(0, Ordering::SeqCst);
@@ -137,7 +137,7 @@ fn engine_first(t: &mut Test) {
             let mut p = engine_probe(b);
             kp_expect_eq!(t, register(&mut p), 0);
             // SAFETY: a kernel kprobe on this module's own function.
-            let r = unsafe { kp_test_kernel_kprobe_at(kernel_at, true) };
+            let r = unsafe { kp_test_kernel_kprobe_at(kernel_at, true, true) };
             if kernel_at == b {
                 // The kernel refuses an int3 it did not place.
                 kp_expect!(t, r < 0, "the kernel's kprobe on the engine's int3: {}", r);
@@ -156,12 +156,12 @@ fn engine_first(t: &mut Test) {
             }
             if kernel_goes_first && r == 0 {
                 // SAFETY: registered above.
-                unsafe { kp_test_kernel_kprobe_at(kernel_at, false) };
+                unsafe { kp_test_kernel_kprobe_at(kernel_at, false, true) };
             }
             unregister(&mut p);
             if !kernel_goes_first && r == 0 {
                 // SAFETY: registered above.
-                unsafe { kp_test_kernel_kprobe_at(kernel_at, false) };
+                unsafe { kp_test_kernel_kprobe_at(kernel_at, false, true) };
             }
             kp_expect_eq!(t, text_word(b), wb);
             kp_expect_eq!(t, text_word(c), wc);
@@ -170,4 +170,64 @@ fn engine_first(t: &mut Test) {
     }
 }
 
+/// x86_64: the kernel's kprobe jump-optimized (a `jmp` to its detour over
+/// the probed instruction and the next ones): the engine refuses its
+/// instruction and everything past it in the function (-EBUSY), probes
+/// before it share the function, and nothing changes the kernel's bytes.
+#[cfg(CONFIG_X86_64)]
+fn kernel_optimized_first(t: &mut Test) {
+    let [a, b, c] = insns();
+    // SAFETY: a kernel kprobe without post handler on this module's
+    // function.
+    let r = unsafe { kp_test_kernel_kprobe_at(b, true, false) };
+    kp_expect_eq!(t, r, 0);
+    if r != 0 {
+        return;
+    }
+    // Its jump is in the text once the kernel's optimizer ran (the flag is
+    // on the kernel's aggregate probe, not on ours).
+    let jumped = || text_word(b) & 0xff == 0xe9;
+    let mut waited = 0;
+    while !jumped() && waited < 2000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        waited += 10;
+    }
+    let optimized = jumped();
+    t.info(format_args!(
+        "the kernel's kprobe optimized: {} after {} ms",
+        optimized, waited
+    ));
+    kp_expect!(t, optimized);
+    let (wb, wc) = (text_word(b), text_word(c));
+    let mut on = engine_probe(b);
+    kp_expect_eq!(t, register(&mut on), EBUSY, "on the kernel's jump");
+    let mut past = engine_probe(c);
+    kp_expect_eq!(t, register(&mut past), EBUSY, "past the kernel's jump");
+    HITS.store(0, Ordering::SeqCst);
+    let mut before = engine_probe(a);
+    kp_expect_eq!(t, register(&mut before), 0, "before the kernel's jump");
+    call_checks(t, "beside the kernel's optimized kprobe");
+    kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
+    // SAFETY: reads a counter of the C helper.
+    kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+    // Our probe before it is not jump-optimized over the kernel's jump.
+    // SAFETY: process context.
+    unsafe { bindings::msleep(300) };
+    call_checks(t, "after settling");
+    kp_expect_eq!(t, text_word(b), wb);
+    kp_expect_eq!(t, text_word(c), wc);
+    unregister(&mut before);
+    // SAFETY: registered above.
+    unsafe { kp_test_kernel_kprobe_at(b, false, false) };
+    call_checks(t, "after both went");
+}
+
+#[cfg(CONFIG_X86_64)]
+kunit_suite!(
+    kp_coexist,
+    "kp_coexist",
+    [kernel_first, engine_first, kernel_optimized_first]
+);
+#[cfg(CONFIG_ARM64)]
 kunit_suite!(kp_coexist, "kp_coexist", [kernel_first, engine_first]);

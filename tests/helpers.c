@@ -341,11 +341,11 @@ unsigned long kp_test_kernel_kprobe_hits(void)
 	return atomic_long_read(&kp_test_kk_hits);
 }
 
-int kp_test_kernel_kprobe_at(unsigned long addr, bool on);
+int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post);
 
-/* The same at an address (a post handler keeps it on its int3: the kernel
- * does not jump-optimize probes with one). */
-int kp_test_kernel_kprobe_at(unsigned long addr, bool on)
+/* The same at an address. With a post handler it stays on its int3; without
+ * one the kernel jump-optimizes it (x86_64) after a few jiffies. */
+int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post)
 {
 	if (!on) {
 		unregister_kprobe(&kp_test_kk);
@@ -354,10 +354,12 @@ int kp_test_kernel_kprobe_at(unsigned long addr, bool on)
 	memset(&kp_test_kk, 0, sizeof(kp_test_kk));
 	kp_test_kk.addr = (kprobe_opcode_t *)addr;
 	kp_test_kk.pre_handler = kp_test_kk_pre;
-	kp_test_kk.post_handler = kp_test_kk_post;
+	if (post)
+		kp_test_kk.post_handler = kp_test_kk_post;
 	atomic_long_set(&kp_test_kk_hits, 0);
 	return register_kprobe(&kp_test_kk);
 }
+
 
 /* sizeof and field offsets of struct kp_kprobe and struct kp_kretprobe as
  * the C header lays them out, in the order kp_smoke lists them. */

@@ -456,6 +456,42 @@ fn is_ftrace_call(addr: usize, b: &[u8]) -> bool {
     }
 }
 
+/// Whether the instruction at `pc` (`insn`, decoded from `bytes` as
+/// `read_text` shows them: our own breakpoints and jumps already replaced
+/// by the original bytes; `prev`: the class of the instruction before it)
+/// is someone else's patch, whose original instructions are unknown:
+///
+/// - an `int3` that is not straight-line-speculation padding after a
+///   `ret` or `jmp`: the kernel's kprobes, kgdb, a text_poke_bp() in
+///   progress (the kernel's own optimizer refuses the same way,
+///   arch/x86/kernel/kprobes/opt.c);
+/// - a `jmp rel32` into code that is neither kernel nor module text: the
+///   kernel's jump-optimized kprobes jump to a detour in an insn page
+///   (`kprobe_optinsn_page`), which has no symbol.
+pub(super) fn foreign_patch(
+    pc: usize,
+    insn: &decode::Insn,
+    bytes: &[u8],
+    prev: Option<Class>,
+) -> Option<&'static str> {
+    match insn.class {
+        Class::Int3
+            if !matches!(
+                prev,
+                Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
+            ) =>
+        {
+            Some("someone else's int3")
+        }
+        Class::JmpRel if insn.rel_len == 4 => {
+            let t = insn.rel_target(pc as u64, bytes)? as usize;
+            (!crate::symbols::in_kernel_text(t) && !crate::symbols::in_module_text(t))
+                .then_some("someone else's jump (a jump-optimized kernel kprobe?)")
+        }
+        _ => None,
+    }
+}
+
 /// Finds the instruction at `addr` by decoding from the function start, and
 /// prepares its out-of-line copy.
 pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
@@ -478,20 +514,10 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         if pc == addr {
             break (insn, bytes);
         }
-        // An int3 on the way that is not ours (`read_text` shows our own
-        // as the original byte) and not straight-line-speculation padding
-        // after a `ret` or `jmp` is someone else's breakpoint (the kernel's
-        // kprobes, kgdb, a text_poke_bp in progress): the instruction under
-        // it is unknown, so is where the next one starts. The kernel's
-        // optimizer refuses the same way (arch/x86/kernel/kprobes/opt.c).
-        if insn.class == Class::Int3
-            && !matches!(
-                prev,
-                Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
-            )
-        {
+        if let Some(why) = foreign_patch(pc, &insn, &bytes, prev) {
             pr_err!(
-                "x86: someone else's int3 at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
+                "x86: {} at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
+                why,
                 pc,
                 addr
             );
@@ -507,6 +533,10 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
     let (insn, bytes) = insn;
     if insn.class == Class::Int3 {
         pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
+        return Err(EBUSY);
+    }
+    if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret)) {
+        pr_err!("x86: {:#x} holds {}\n", addr, why);
         return Err(EBUSY);
     }
     let len = insn.len as usize;

@@ -234,6 +234,9 @@ pub(crate) fn prepare(
         if !can_boost(&insn) {
             return Err(("a covered instruction cannot run out of line", true));
         }
+        if super::foreign_patch(at, &insn, &bytes, Some(Class::Ret)).is_some() {
+            return Err(("someone else's patch under the jump", true));
+        }
         if at != addr && other_probe(at) {
             return Err(("another probe inside the jump", true));
         }
@@ -260,9 +263,15 @@ pub(crate) fn prepare(
     // Nothing may branch into the covered bytes after the first.
     let inside = |t: usize| t > addr && t < addr + span;
     let mut pc = fstart;
+    let mut prev = None;
     while pc < fend {
         let bytes = read_text(pc).map_err(|_| ("unreadable text", true))?;
         let insn = decode(&bytes).map_err(|_| ("undecodable instruction in the function", true))?;
+        // Past someone else's patch the boundaries found are guesses.
+        if super::foreign_patch(pc, &insn, &bytes, prev).is_some() {
+            return Err(("someone else's patch in the function", true));
+        }
+        prev = Some(insn.class);
         match insn.class {
             Class::JmpIndirect => return Err(("the function has an indirect jump", true)),
             _ => {
