@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! The arch-independent trap path: run handlers, step, account misses.
 //!
 //! The arch trap glue calls [`on_break`] when a breakpoint fires and
@@ -139,7 +146,7 @@ pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: 
         return;
     };
     let (orig_ip, orig_sp) = (arch::regs::ip(regs), arch::regs::sp(regs));
-    arch::regs::set_ip(regs, ip + arch::FTRACE_PRE_IP_OFFSET);
+    arch::regs::set_ip(regs, ip.wrapping_add(arch::FTRACE_PRE_IP_OFFSET));
     if run_pre(point, regs) {
         // Redirected: ftrace resumes at the new instruction pointer (a
         // return-to-caller goes through a `ret` stub, as ftrace keeps the
@@ -156,7 +163,7 @@ pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: 
         cpu.pop();
         return;
     }
-    arch::regs::set_ip(regs, ip + arch::FTRACE_SITE_LEN);
+    arch::regs::set_ip(regs, ip.wrapping_add(arch::FTRACE_SITE_LEN));
     run_post(point, regs);
     arch::regs::set_ip(regs, orig_ip);
     cpu.pop();
@@ -299,7 +306,7 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     if d == 0 {
         return false;
     }
-    let f = cpu.frame(d - 1);
+    let f = cpu.frame(d.saturating_sub(1));
     if f.point.is_null() {
         // A kretprobe handler's busy marker: no fault handler there.
         return false;
@@ -312,14 +319,14 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
             // A pre or post handler faulted: offer it to the fault handlers
             // (in the handler's context), as the kernel's kprobes did.
             cpu.set_frame(
-                d - 1,
+                d.saturating_sub(1),
                 Frame {
                     stage: stage::FAULTING,
                     ..f
                 },
             );
             let handled = run_fault_handlers(point, regs, trapnr);
-            cpu.set_frame(d - 1, f);
+            cpu.set_frame(d.saturating_sub(1), f);
             handled
         }
         stage::STEPPING | stage::STEPPING_MISSED => {
@@ -333,7 +340,7 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
             let mut handled = false;
             if f.stage == stage::STEPPING {
                 cpu.set_frame(
-                    d - 1,
+                    d.saturating_sub(1),
                     Frame {
                         stage: stage::FAULTING,
                         ..f
@@ -387,7 +394,7 @@ pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
     // SAFETY: interrupts are off.
     let cpu = unsafe { Cpu::this() };
     let d = cpu.depth();
-    let f = (d > 0).then(|| cpu.frame(d - 1)).filter(|f| {
+    let f = (d > 0).then(|| cpu.frame(d.saturating_sub(1))).filter(|f| {
         (f.stage == stage::STEPPING || f.stage == stage::STEPPING_MISSED)
             // SAFETY: a point cannot be freed while a CPU steps it.
             && !f.point.is_null() && unsafe { (*f.point).addr } == addr
@@ -414,7 +421,7 @@ fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt
     let next = arch::regs::ip(regs);
     if f.stage == stage::STEPPING {
         // Keep the level while the post handlers run (busy).
-        cpu.set_stage(d - 1, stage::HANDLERS);
+        cpu.set_stage(d.saturating_sub(1), stage::HANDLERS);
         run_post(point, regs);
     }
     cpu.pop();
@@ -430,7 +437,7 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     if d == 0 {
         return false;
     }
-    let f = cpu.frame(d - 1);
+    let f = cpu.frame(d.saturating_sub(1));
     if f.stage != stage::STEPPING && f.stage != stage::STEPPING_MISSED {
         return false;
     }

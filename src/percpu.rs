@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Per-CPU hit state: which probe this CPU is handling, and how far.
 //!
 //! The storage is a `DEFINE_PER_CPU` array in `src/helpers.c` (a macro Rust
@@ -115,7 +122,8 @@ impl Cpu {
         if d >= MAX_DEPTH {
             return None;
         }
-        self.set_depth(d + 1);
+        // `d < MAX_DEPTH`: cannot wrap.
+        self.set_depth(d.wrapping_add(1));
         self.set_frame(d, f);
         Some(d)
     }
@@ -148,22 +156,38 @@ impl Cpu {
     /// Drops the top level.
     #[inline(always)]
     pub(crate) fn pop(self) {
-        self.set_depth(self.depth() - 1);
+        // Never below zero, even for an unbalanced pop.
+        self.set_depth(self.depth().saturating_sub(1));
+    }
+
+    /// Where frame `i` is; an `i` past the last level (a bug) is clamped
+    /// to it rather than indexed out of the array (a panic here would be
+    /// one in trap context).
+    #[inline(always)]
+    fn frame_ptr(self, i: usize) -> *mut Frame {
+        const LAST: usize = MAX_DEPTH - 1;
+        // SAFETY: type invariant: `self.0` is this CPU's state; the offset
+        // stays inside `frames`.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.0).frames)
+                .cast::<Frame>()
+                .add(i.min(LAST))
+        }
     }
 
     /// Frame `i` (below `depth`).
     #[inline(always)]
     pub(crate) fn frame(self, i: usize) -> Frame {
-        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
-        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0).frames[i])) }
+        // SAFETY: type invariant; the index is clamped into the array.
+        unsafe { core::ptr::read_volatile(self.frame_ptr(i)) }
     }
 
     /// Changes the stage of frame `i` (a level this trap reserved).
     #[inline(always)]
     pub(crate) fn set_stage(self, i: usize, stage: usize) {
-        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
+        // SAFETY: type invariant; the index is clamped into the array.
         unsafe {
-            core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).frames[i].stage), stage)
+            core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.frame_ptr(i)).stage), stage)
         };
         core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
     }
@@ -171,8 +195,8 @@ impl Cpu {
     /// Overwrites frame `i` (a level this trap reserved).
     #[inline(always)]
     pub(crate) fn set_frame(self, i: usize, f: Frame) {
-        // SAFETY: type invariant; `i < MAX_DEPTH` is checked by indexing.
-        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).frames[i]), f) };
+        // SAFETY: type invariant; the index is clamped into the array.
+        unsafe { core::ptr::write_volatile(self.frame_ptr(i), f) };
         core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
     }
 }

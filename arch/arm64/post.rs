@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! The end of a stepped copy without a second BRK.
 //!
 //! The kernel's arm64 kprobes end every out-of-line step with a second BRK
@@ -102,7 +109,7 @@ pub(crate) unsafe extern "C" fn kp_arm64_post_hit(regs: *mut bindings::pt_regs, 
     // step sets pc and the whole PSTATE. Should it find no step in
     // progress (it reports that), resume after the instruction at EL1h
     // with interrupts still masked rather than with whatever the stack held.
-    super::regs::set_ip(regs, addr + 4);
+    super::regs::set_ip(regs, addr.wrapping_add(4));
     let flags = super::regs::flags(regs);
     super::regs::set_flags(regs, flags | EL1H_DAIF_MASKED);
     crate::hit::on_step_jump(addr, regs);

@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Simulation of the instructions that cannot run out of line: PC-relative
 //! address computation, branches and literal loads (the kernel's
 //! `arch/arm64/kernel/probes/simulate-insn.c` does the same set).
@@ -59,7 +66,7 @@ fn load(addr: usize, size: usize) -> u64 {
 
 /// Performs `class` as if executed at `pc`, updating `r` (pc included).
 pub(super) fn run(class: Class, pc: usize, r: &mut bindings::pt_regs) {
-    let next = pc + 4;
+    let next = pc.wrapping_add(4);
     let new_pc = match class {
         Class::Adr { rd, imm } => {
             set(r, rd, target(pc, imm) as u64);

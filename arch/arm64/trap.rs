@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Trap entry: kernel BRKs, seen first through an ftrace_ops on
 //! `do_el1_brk64(esr, regs)` (see `helpers.c` for why). For a BRK with our
 //! immediate at one of our addresses we run the engine and return true; the

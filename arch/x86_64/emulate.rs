@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Emulation of the instructions that cannot run out of line followed by an
 //! int3 (they would jump away before reaching it): relative jumps, calls,
 //! conditional jumps, loops, returns, and register-indirect jumps and calls.
@@ -66,8 +73,13 @@ pub(crate) fn plan(insn: &Insn, addr: usize, b: &[u8]) -> Result<Option<Op>, Ref
             (OpMap::Legacy, 0xc3) => Op::Ret { pop: 0 },
             (OpMap::Legacy, 0xc2) => {
                 let off = insn.imm_off as usize;
-                let imm = u16::from_le_bytes([b[off], b[off + 1]]);
-                Op::Ret { pop: imm as usize }
+                let imm = b
+                    .get(off..off.saturating_add(2))
+                    .and_then(|i| <[u8; 2]>::try_from(i).ok())
+                    .ok_or("truncated ret imm16")?;
+                Op::Ret {
+                    pop: u16::from_le_bytes(imm) as usize,
+                }
             }
             _ => return Err("far return"),
         },
@@ -78,8 +90,9 @@ pub(crate) fn plan(insn: &Insn, addr: usize, b: &[u8]) -> Result<Option<Op>, Ref
             if insn.addrsize || insn.opsize {
                 return Err("indirect branch with a size prefix");
             }
+            // rm is 0..=7; REX.B makes it r8..r15.
             let reg = insn.modrm_rm().unwrap_or(0)
-                + if insn.rex.is_some_and(|r| r & 1 != 0) {
+                | if insn.rex.is_some_and(|r| r & 1 != 0) {
                     8
                 } else {
                     0
@@ -152,7 +165,8 @@ pub(crate) fn condition_holds(flags: usize, cc: u8) -> bool {
 
 /// Pushes `v` below the interrupted stack pointer (see the module docs).
 fn push(r: &mut pt_regs, v: usize) {
-    r.sp -= 8;
+    // Register arithmetic wraps as the CPU's does.
+    r.sp = r.sp.wrapping_sub(8);
     // SAFETY: the int3 entry left a gap below the interrupted kernel stack;
     // `sp` is 8-byte aligned kernel stack memory.
     unsafe { core::ptr::write(r.sp as *mut usize, v) };
@@ -160,7 +174,7 @@ fn push(r: &mut pt_regs, v: usize) {
 
 /// Carries out `op` for the instruction at `addr` of length `len`.
 pub(crate) fn run(op: Op, addr: usize, len: usize, r: &mut pt_regs) {
-    let next = addr + len;
+    let next = addr.wrapping_add(len);
     r.ip = match op {
         Op::Jmp { target } => target,
         Op::Call { target } => {
@@ -210,7 +224,7 @@ pub(crate) fn run(op: Op, addr: usize, len: usize, r: &mut pt_regs) {
             // SAFETY: `sp` points at the return address on the interrupted
             // kernel stack (the instruction is a near return).
             let ret = unsafe { core::ptr::read(r.sp as *const usize) };
-            r.sp += 8 + pop;
+            r.sp = r.sp.wrapping_add(8).wrapping_add(pop);
             ret
         }
         Op::JmpReg { reg: n } => reg(r, n),

@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! The step without a second trap, for boostable instructions whose probes
 //! have post (or fault) handlers.
 //!
@@ -65,10 +72,22 @@ pub(super) const TAIL_LEN: usize = 15;
 /// reach.
 pub(super) fn put_tail(code: &mut [u8], at: usize, base: usize, addr: usize, len: usize) -> Result {
     let imm = i32::try_from(addr as i64).map_err(|_| ERANGE)?;
-    code[at] = 0x68;
-    code[at + 1..at + 5].copy_from_slice(&imm.to_le_bytes());
-    super::put_rel32(code, at + 5, 0xe8, base, common())?;
-    super::put_rel32(code, at + 10, 0xe9, base, addr + len)
+    let [op, b0, b1, b2, b3] = code
+        .get_mut(at..at.checked_add(5).ok_or(ERANGE)?)
+        .ok_or(ERANGE)?
+    else {
+        return Err(ERANGE);
+    };
+    *op = 0x68;
+    [*b0, *b1, *b2, *b3] = imm.to_le_bytes();
+    super::put_rel32(code, at.wrapping_add(5), 0xe8, base, common())?;
+    super::put_rel32(
+        code,
+        at.wrapping_add(10),
+        0xe9,
+        base,
+        addr.wrapping_add(len),
+    )
 }
 
 /// Set once a redirect could not be honoured (reported once).

@@ -1,5 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 //! Trap entry: the die-notifier chain.
 //!
 //! `exc_int3()` -> `do_int3()` -> (the kernel's kprobes, which pass on
