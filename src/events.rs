@@ -482,6 +482,20 @@ fn build(d: &ProbeDef<'_>, event: &str) -> core::result::Result<KBox<Event>, (Er
     .map_err(enomem)
 }
 
+/// `[module:]name` as a C string in `buf`; `None` if it does not fit.
+fn symbol_spec<'b>(buf: &'b mut [u8; 256], module: Option<&str>, name: &str) -> Option<&'b CStr> {
+    let mut w = BufWriter::new(buf);
+    if let Some(m) = module {
+        let _ = write!(w, "{}:", m);
+    }
+    let _ = write!(w, "{}\0", name);
+    let (len, overflow) = (w.len, w.overflow);
+    if overflow {
+        return None;
+    }
+    CStr::from_bytes_with_nul(buf.get(..len)?).ok()
+}
+
 /// Where `d` asks to probe, if it resolves (registration reports why not).
 fn requested_address(d: &ProbeDef<'_>) -> Option<usize> {
     match d.location {
@@ -490,17 +504,8 @@ fn requested_address(d: &ProbeDef<'_>) -> Option<usize> {
             name,
             offset,
         } => {
-            let mut sym = [0u8; 256];
-            let mut w = BufWriter::new(&mut sym);
-            if let Some(m) = module {
-                let _ = write!(w, "{}:", m);
-            }
-            let _ = write!(w, "{}\0", name);
-            let (len, overflow) = (w.len, w.overflow);
-            if overflow {
-                return None;
-            }
-            let name = CStr::from_bytes_with_nul(sym.get(..len)?).ok()?;
+            let mut buf = [0u8; 256];
+            let name = symbol_spec(&mut buf, module, name)?;
             crate::symbols::lookup_name(name)?.checked_add(usize::try_from(offset).ok()?)
         }
         ep::Location::Address(a) => usize::try_from(a).ok(),
@@ -562,15 +567,8 @@ fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
             name,
             offset,
         } => {
-            let mut w = BufWriter::new(&mut sym);
-            if let Some(m) = module {
-                let _ = write!(w, "{}:", m);
-            }
-            let _ = write!(w, "{}", name);
-            if w.overflow {
-                return Err(EINVAL);
-            }
-            kp.symbol_name = sym.as_ptr();
+            let spec = symbol_spec(&mut sym, module, name).ok_or(EINVAL)?;
+            kp.symbol_name = spec.as_char_ptr().cast();
             kp.offset = u32::try_from(offset).map_err(|_| EINVAL)?;
         }
         ep::Location::Address(a) => kp.addr = a as usize as *mut c_void,
