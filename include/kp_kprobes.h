@@ -17,7 +17,9 @@ struct pt_regs;
 struct kp_kprobe;
 
 /* Return non-zero when the handler changed regs->ip/pc itself: the probed
- * instruction is then skipped and execution resumes at the new address. */
+ * instruction is then skipped and execution resumes at the new address.
+ * Non-zero with regs->ip/pc unchanged is taken as zero (resuming there
+ * would land inside the instruction, or hit the probe for ever). */
 typedef int (*kp_pre_handler_t)(struct kp_kprobe *, struct pt_regs *);
 typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
 				  unsigned long flags);
@@ -26,7 +28,9 @@ typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
  * handler (regs: the handler's context), as the kernel's kprobes had it.
  * Return non-zero when the handler fixed regs (ip included) and execution
  * resumes there; zero lets the kernel handle the trap (for the instruction:
- * as if it had happened at the original address). x86_64: #GP and the traps
+ * as if it had happened at the original address). Non-zero with no register
+ * changed is taken as zero: the same trap would follow at once, for ever
+ * (a fix of memory alone does not count). x86_64: #GP and the traps
  * that reach notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults
  * reach no notifier. arm64: never called (no hook: a fault goes to die()). */
 typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
