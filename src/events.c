@@ -127,6 +127,12 @@ static enum print_line_t kp_print(struct trace_iterator *iter, int flags,
 	struct kp_tev *t = tev_of(call);
 	struct trace_seq *s = &iter->seq;
 
+	/* A record shorter than our header is not ours (see kp_ev_print_args). */
+	if (iter->ent_size < (int)(t->is_return ? sizeof(struct kp_ret_entry_head) :
+						  sizeof(struct kp_entry_head))) {
+		trace_seq_printf(s, "%s: (bad record)\n", kp_ev_name(t->owner));
+		return trace_handle_return(s);
+	}
 	if (t->is_return) {
 		struct kp_ret_entry_head *h = (void *)iter->ent;
 

@@ -177,6 +177,7 @@ fn engine_first(t: &mut Test) {
 #[cfg(CONFIG_X86_64)]
 fn kernel_optimized_first(t: &mut Test) {
     let [a, b, c] = insns();
+    let orig = text_word(b);
     // SAFETY: a kernel kprobe without post handler on this module's
     // function.
     let r = unsafe { kp_test_kernel_kprobe_at(b, true, false) };
@@ -188,7 +189,7 @@ fn kernel_optimized_first(t: &mut Test) {
     // on the kernel's aggregate probe, not on ours).
     let jumped = || text_word(b) & 0xff == 0xe9;
     let mut waited = 0;
-    while !jumped() && waited < 2000 {
+    while !jumped() && waited < 5000 {
         // SAFETY: process context.
         unsafe { bindings::msleep(10) };
         waited += 10;
@@ -211,15 +212,32 @@ fn kernel_optimized_first(t: &mut Test) {
     kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
     // SAFETY: reads a counter of the C helper.
     kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
-    // Our probe before it is not jump-optimized over the kernel's jump.
+    // Our probe before it is not jump-optimized over the kernel's jump
+    // (the engine's optimizer settles probes within about 100 ms).
     // SAFETY: process context.
-    unsafe { bindings::msleep(300) };
+    unsafe { bindings::msleep(500) };
     call_checks(t, "after settling");
+    kp_expect_eq!(t, before.flags & crate::kp::KP_FLAG_OPTIMIZED, 0);
     kp_expect_eq!(t, text_word(b), wb);
     kp_expect_eq!(t, text_word(c), wc);
     unregister(&mut before);
     // SAFETY: registered above.
     unsafe { kp_test_kernel_kprobe_at(b, false, false) };
+    // The kernel unoptimizes in its optimizer's next run: wait for its
+    // bytes to come back before the next suite probes this function.
+    let mut waited = 0;
+    while text_word(b) != orig && waited < 5000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        waited += 10;
+    }
+    kp_expect_eq!(
+        t,
+        text_word(b),
+        orig,
+        "the kernel's bytes back after {} ms",
+        waited
+    );
     call_checks(t, "after both went");
 }
 

@@ -111,6 +111,36 @@ fn events_perf_counts_hits(t: &mut Test) {
     kp_expect_eq!(t, kp::event_id(Some(c"kp_kunit"), c"ev"), Err(ENOENT));
 }
 
+/// An event past the entry's ftrace site, served by a breakpoint (the
+/// entry events above take the ftrace path): perf counts each hit.
+fn events_mid_function_breakpoint(t: &mut Test) {
+    // The first instruction after the ftrace call site (x86_64: the 5-byte
+    // NOP; arm64: the two patchable-entry instructions).
+    let line = if cfg!(CONFIG_X86_64) {
+        c"p:kp_kunit/mid kp_test_c_args+5"
+    } else {
+        c"p:kp_kunit/mid kp_test_c_args+8"
+    };
+    kp_expect_eq!(t, kp::event_command(line), Ok(()));
+    let Ok(id) = kp::event_id(Some(c"kp_kunit"), c"mid") else {
+        kp_expect!(t, false, "no event id");
+        return;
+    };
+    let Some(c) = Counter::new(id) else {
+        kp_expect!(t, false, "perf_event_create_kernel_counter failed");
+        let _ = kp::event_command(c"-:kp_kunit/mid");
+        return;
+    };
+    for i in 0..5u64 {
+        // SAFETY: a plain C function.
+        let v = unsafe { kp_test_c_args(black_box(i), 7, 8) };
+        kp_expect_eq!(t, v, args_expected(i, 7, 8));
+    }
+    kp_expect_eq!(t, c.count(), 5, "mid-function event records seen by perf");
+    drop(c);
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit/mid"), Ok(()));
+}
+
 fn events_api_errors(t: &mut Test) {
     kp_expect_eq!(
         t,
@@ -155,5 +185,9 @@ fn events_api_errors(t: &mut Test) {
 kunit_suite!(
     kp_events,
     "kp_events",
-    [events_perf_counts_hits, events_api_errors]
+    [
+        events_perf_counts_hits,
+        events_mid_function_breakpoint,
+        events_api_errors
+    ]
 );

@@ -156,6 +156,7 @@ pub(crate) mod regs;
 mod trap;
 
 use crate::{slots, text};
+use core::sync::atomic::Ordering;
 use decode::{decode, Class, MAX_INSN_LEN};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -456,37 +457,100 @@ fn is_ftrace_call(addr: usize, b: &[u8]) -> bool {
     }
 }
 
+/// The first bytes of the kernel's optprobe detour template
+/// (`optprobe_template_entry` up to `optprobe_template_clac`, the part
+/// the kernel copies unchanged into every detour), read at init; length 0
+/// without CONFIG_OPTPROBES.
+static OPTPROBE_HEAD: [core::sync::atomic::AtomicU8; 8] =
+    [const { core::sync::atomic::AtomicU8::new(0) }; 8];
+static OPTPROBE_HEAD_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+fn init_optprobe_head() {
+    let (Some(entry), Some(clac)) = (
+        crate::symbols::lookup_name(kernel::c_str!("optprobe_template_entry")),
+        crate::symbols::lookup_name(kernel::c_str!("optprobe_template_clac")),
+    ) else {
+        return;
+    };
+    let n = clac.wrapping_sub(entry);
+    if !(1..=OPTPROBE_HEAD.len()).contains(&n) {
+        return;
+    }
+    let Ok(b) = read_text(entry) else {
+        return;
+    };
+    for (slot, &v) in OPTPROBE_HEAD.iter().zip(b.iter()).take(n) {
+        slot.store(v, Ordering::Relaxed);
+    }
+    OPTPROBE_HEAD_LEN.store(n, Ordering::Release);
+}
+
+/// Whether `t` holds the start of a kernel optprobe detour.
+fn is_optprobe_detour(t: usize) -> bool {
+    let n = OPTPROBE_HEAD_LEN.load(Ordering::Acquire);
+    if n == 0 {
+        return false;
+    }
+    let mut b = [0u8; 8];
+    // SAFETY: a nofault read into a local of 8 bytes.
+    if unsafe { bindings::copy_from_kernel_nofault(b.as_mut_ptr().cast(), t as *const _, n) } != 0 {
+        return false;
+    }
+    OPTPROBE_HEAD
+        .iter()
+        .zip(b.iter())
+        .take(n)
+        .all(|(h, &v)| h.load(Ordering::Relaxed) == v)
+}
+
+/// Whether every byte from `pc` to `fend` is an `int3`: padding at the end
+/// of a function (after a `ud2`, a call that does not return, a `ret`).
+fn int3_to_end(pc: usize, fend: usize) -> bool {
+    let mut at = pc;
+    while at < fend {
+        let Ok(b) = read_text(at) else {
+            return false;
+        };
+        let n = (fend - at).min(b.len());
+        if b.iter().take(n).any(|&c| c != INT3) {
+            return false;
+        }
+        at += n;
+    }
+    true
+}
+
 /// Whether the instruction at `pc` (`insn`, decoded from `bytes` as
 /// `read_text` shows them: our own breakpoints and jumps already replaced
-/// by the original bytes; `prev`: the class of the instruction before it)
-/// is someone else's patch, whose original instructions are unknown:
+/// by the original bytes; `prev`: the class of the instruction before it;
+/// `fend`: the function's end) is someone else's patch, whose original
+/// instructions, and so the boundaries after it, are unknown:
 ///
-/// - an `int3` that is not straight-line-speculation padding after a
-///   `ret` or `jmp`: the kernel's kprobes, kgdb, a text_poke_bp() in
-///   progress (the kernel's own optimizer refuses the same way,
-///   arch/x86/kernel/kprobes/opt.c);
-/// - a `jmp rel32` into code that is neither kernel nor module text: the
-///   kernel's jump-optimized kprobes jump to a detour in an insn page
-///   (`kprobe_optinsn_page`), which has no symbol.
+/// - an `int3` that is neither padding to the function's end nor, on a
+///   kernel built with straight-line-speculation mitigation, the `int3`
+///   after a `ret` or `jmp`: the kernel's kprobes, kgdb, a text_poke_bp()
+///   in progress. (On an SLS kernel a kernel kprobe on the instruction
+///   after a `ret` looks the same as that padding: README, Known limits.)
+/// - a `jmp rel32` to the start of a kernel optprobe detour (its first
+///   bytes are the kernel's template): a jump-optimized kernel kprobe, whose
+///   5 bytes cover more than one instruction. Other jumps out of text
+///   (freed init code, ITS thunks, BPF images) are real instructions.
 pub(super) fn foreign_patch(
     pc: usize,
     insn: &decode::Insn,
     bytes: &[u8],
     prev: Option<Class>,
+    fend: usize,
 ) -> Option<&'static str> {
     match insn.class {
-        Class::Int3
-            if !matches!(
-                prev,
-                Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
-            ) =>
-        {
-            Some("someone else's int3")
+        Class::Int3 => {
+            let sls = cfg!(CONFIG_MITIGATION_SLS)
+                && matches!(prev, Some(Class::Ret | Class::JmpRel | Class::JmpIndirect));
+            (!sls && !int3_to_end(pc, fend)).then_some("someone else's int3")
         }
         Class::JmpRel if insn.rel_len == 4 => {
             let t = insn.rel_target(pc as u64, bytes)? as usize;
-            (!crate::symbols::in_kernel_text(t) && !crate::symbols::in_module_text(t))
-                .then_some("someone else's jump (a jump-optimized kernel kprobe?)")
+            is_optprobe_detour(t).then_some("the kernel's jump-optimized kprobe")
         }
         _ => None,
     }
@@ -514,7 +578,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         if pc == addr {
             break (insn, bytes);
         }
-        if let Some(why) = foreign_patch(pc, &insn, &bytes, prev) {
+        if let Some(why) = foreign_patch(pc, &insn, &bytes, prev, fstart + fsize) {
             pr_err!(
                 "x86: {} at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
                 why,
@@ -535,7 +599,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
         return Err(EBUSY);
     }
-    if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret)) {
+    if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret), fstart + fsize) {
         pr_err!("x86: {:#x} holds {}\n", addr, why);
         return Err(EBUSY);
     }
@@ -812,6 +876,7 @@ pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut
 
 /// Arch set-up at engine load.
 pub(crate) fn init() -> Result {
+    init_optprobe_head();
     trap::init()
 }
 

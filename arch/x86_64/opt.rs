@@ -234,7 +234,7 @@ pub(crate) fn prepare(
         if !can_boost(&insn) {
             return Err(("a covered instruction cannot run out of line", true));
         }
-        if super::foreign_patch(at, &insn, &bytes, Some(Class::Ret)).is_some() {
+        if super::foreign_patch(at, &insn, &bytes, Some(Class::Ret), fend).is_some() {
             return Err(("someone else's patch under the jump", true));
         }
         if at != addr && other_probe(at) {
@@ -268,7 +268,7 @@ pub(crate) fn prepare(
         let bytes = read_text(pc).map_err(|_| ("unreadable text", true))?;
         let insn = decode(&bytes).map_err(|_| ("undecodable instruction in the function", true))?;
         // Past someone else's patch the boundaries found are guesses.
-        if super::foreign_patch(pc, &insn, &bytes, prev).is_some() {
+        if super::foreign_patch(pc, &insn, &bytes, prev, fend).is_some() {
             return Err(("someone else's patch in the function", true));
         }
         prev = Some(insn.class);
