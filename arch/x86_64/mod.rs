@@ -526,11 +526,13 @@ fn int3_to_end(pc: usize, fend: usize) -> bool {
 /// `fend`: the function's end) is someone else's patch, whose original
 /// instructions, and so the boundaries after it, are unknown:
 ///
-/// - an `int3` that is neither padding to the function's end nor, on a
-///   kernel built with straight-line-speculation mitigation, the `int3`
-///   after a `ret` or `jmp`: the kernel's kprobes, kgdb, a text_poke_bp()
-///   in progress. (On an SLS kernel a kernel kprobe on the instruction
-///   after a `ret` looks the same as that padding: README, Known limits.)
+/// - an `int3` that is neither padding to the function's end nor padding
+///   after a `ret` or `jmp` (the compiler's straight-line-speculation
+///   padding, and the kernel's own: alternatives that shorten a `jmp` fill
+///   the rest with `int3`, on any config): the kernel's kprobes, kgdb, a
+///   text_poke_bp() in progress. (A kernel kprobe on the instruction after
+///   a `ret` or `jmp` looks the same as that padding: README, Known
+///   limits.)
 /// - a `jmp rel32` to the start of a kernel optprobe detour (its first
 ///   bytes are the kernel's template): a jump-optimized kernel kprobe, whose
 ///   5 bytes cover more than one instruction. Other jumps out of text
@@ -544,9 +546,11 @@ pub(super) fn foreign_patch(
 ) -> Option<&'static str> {
     match insn.class {
         Class::Int3 => {
-            let sls = cfg!(CONFIG_MITIGATION_SLS)
-                && matches!(prev, Some(Class::Ret | Class::JmpRel | Class::JmpIndirect));
-            (!sls && !int3_to_end(pc, fend)).then_some("someone else's int3")
+            let after_jump = matches!(
+                prev,
+                Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
+            );
+            (!after_jump && !int3_to_end(pc, fend)).then_some("someone else's int3")
         }
         Class::JmpRel if insn.rel_len == 4 => {
             let t = insn.rel_target(pc as u64, bytes)? as usize;
