@@ -29,8 +29,8 @@ typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
  * Return non-zero when the handler fixed regs (ip included) and execution
  * resumes there; zero lets the kernel handle the trap (for the instruction:
  * as if it had happened at the original address). Non-zero with no register
- * changed is taken as zero: the same trap would follow at once, for ever
- * (a fix of memory alone does not count). x86_64: #GP and the traps
+ * changed (a fix of memory) is a retry; after 8 such in a row on a CPU the
+ * trap goes to the kernel instead of faulting for ever. x86_64: #GP and the traps
  * that reach notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults
  * reach no notifier. arm64: never called (no hook: a fault goes to die()). */
 typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,

@@ -305,8 +305,9 @@ pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// instruction pointer included (for example past the instruction,
     /// `unsafe { regs.redirect(..) }.into()`); `None` lets the kernel handle
     /// the trap (for the probed instruction: as if it happened at the probed
-    /// address). A `Fixed` with no register changed counts as `None` (the
-    /// same trap would follow at once, for ever). x86_64: #GP and the traps that reach
+    /// address). A `Fixed` with no register changed (a fix of memory) is a
+    /// retry; after 8 such in a row on a CPU the trap goes to the kernel
+    /// instead of faulting for ever. x86_64: #GP and the traps that reach
     /// `notify_die(DIE_TRAP)`; page faults reach no hook a module can use.
     /// arm64: never called (a fault there goes straight to `die()`).
     fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> Option<Fixed> {

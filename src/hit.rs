@@ -325,7 +325,7 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
                     ..f
                 },
             );
-            let handled = run_fault_handlers(point, regs, trapnr);
+            let handled = run_fault_handlers(cpu, point, regs, trapnr);
             cpu.set_frame(d.saturating_sub(1), f);
             handled
         }
@@ -346,7 +346,7 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
                         ..f
                     },
                 );
-                handled = run_fault_handlers(point, regs, trapnr);
+                handled = run_fault_handlers(cpu, point, regs, trapnr);
             }
             cpu.pop();
             handled
@@ -355,6 +355,9 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
         _ => false,
     }
 }
+
+/// Faults in a row a handler may claim to fix without changing a register.
+const MAX_FAULT_RETRIES: usize = 8;
 
 /// Whether two register frames are byte for byte the same.
 fn same_regs(a: &bindings::pt_regs, b: &bindings::pt_regs) -> bool {
@@ -368,17 +371,27 @@ fn same_regs(a: &bindings::pt_regs, b: &bindings::pt_regs) -> bool {
 }
 
 /// Runs the enabled probes' fault handlers until one handles the trap.
-fn run_fault_handlers(point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
+fn run_fault_handlers(cpu: Cpu, point: &Point, regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     for p in enabled(point) {
         // SAFETY: `user` is valid while registered.
         if let Some(fh) = unsafe { (*p.user()).fault_handler } {
             let before = *regs;
             // SAFETY: the contract of kp_fault_handler_t.
             let handled = unsafe { fh(p.user(), regs, trapnr) } != 0;
-            // "Handled" with nothing fixed would fault again at once, for
-            // ever: let the kernel handle the trap instead.
             if handled && !same_regs(&before, regs) {
+                cpu.clear_fault_retries();
                 return true;
+            }
+            // "Handled" with no register changed: a fix of memory may make
+            // the retry work, but the same trap again and again means
+            // nothing was fixed; past a few in a row, the kernel handles it
+            // rather than this CPU faulting for ever.
+            if handled {
+                if cpu.bump_fault_retries() <= MAX_FAULT_RETRIES {
+                    return true;
+                }
+                cpu.clear_fault_retries();
+                return false;
             }
         }
     }

@@ -50,6 +50,9 @@ pub(crate) struct CpuState {
     pub(crate) frames: [Frame; MAX_DEPTH],
     /// Out-of-line copies this CPU finished with a second trap.
     pub(crate) step_traps: usize,
+    /// Faults in a row that a fault handler claimed to have fixed without
+    /// changing a register (see `hit::run_fault_handlers`).
+    pub(crate) fault_retries: usize,
 }
 
 extern "C" {
@@ -151,6 +154,24 @@ impl Cpu {
             let p = core::ptr::addr_of_mut!((*self.0).step_traps);
             core::ptr::write_volatile(p, core::ptr::read_volatile(p).wrapping_add(1));
         }
+    }
+
+    /// One more fault in a row "fixed" with no register changed; returns
+    /// how many there were.
+    pub(crate) fn bump_fault_retries(self) -> usize {
+        // SAFETY: type invariant; interrupts are off (trap context).
+        unsafe {
+            let p = core::ptr::addr_of_mut!((*self.0).fault_retries);
+            let n = core::ptr::read_volatile(p).saturating_add(1);
+            core::ptr::write_volatile(p, n);
+            n
+        }
+    }
+
+    /// A fault handled with a real fix, or given up on: the count restarts.
+    pub(crate) fn clear_fault_retries(self) {
+        // SAFETY: type invariant; interrupts are off (trap context).
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).fault_retries), 0) };
     }
 
     /// Drops the top level.
