@@ -583,6 +583,60 @@ pub(crate) fn api_fault_handler(t: &mut Test) {
     }
 }
 
+/// Fixes a #DE by writing the divisor in memory, changing no register: the
+/// fault is a retry.
+#[cfg(CONFIG_X86_64)]
+struct MemoryFixer {
+    divisor: AtomicU64,
+    pre: AtomicUsize,
+    faults: AtomicUsize,
+}
+
+#[cfg(CONFIG_X86_64)]
+impl kp::KprobeHandler for MemoryFixer {
+    const FAULT_HANDLER: bool = true;
+
+    fn pre(&self, _probe: &Probe, _regs: &mut Regs) -> Next {
+        self.pre.fetch_add(1, Ordering::SeqCst);
+        Next::Continue
+    }
+
+    fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> Option<kp::Fixed> {
+        self.faults.fetch_add(1, Ordering::SeqCst);
+        self.divisor.store(4, Ordering::SeqCst);
+        // SAFETY: the divisor the instruction reads is no longer zero: run
+        // again, it does not fault.
+        Some(unsafe { kp::Fixed::new() })
+    }
+}
+
+/// A fault handler that fixes memory, not registers: the instruction is
+/// retried and succeeds (one fault, the pre-handler runs again for the
+/// retry).
+#[cfg(CONFIG_X86_64)]
+pub(crate) fn api_fault_handler_fixes_memory(t: &mut Test) {
+    use crate::targets::kp_kunit_div_mem;
+    let probe_divisor = 1u64;
+    let at = kp_kunit_div_mem(8, &probe_divisor).1;
+    let fixer = MemoryFixer {
+        divisor: AtomicU64::new(0),
+        pre: AtomicUsize::new(0),
+        faults: AtomicUsize::new(0),
+    };
+    let p = match kp::Kprobe::register(Target::Address(at), fixer) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "register: {:?}", e);
+            return;
+        }
+    };
+    let h = p.handler();
+    let q = kp_kunit_div_mem(black_box(100), h.divisor.as_ptr()).0;
+    kp_expect_eq!(t, q, 25);
+    kp_expect_eq!(t, h.faults.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, h.pre.load(Ordering::SeqCst), 2);
+}
+
 /// A pre-handler that faults: #GP on a non-canonical load in the handler.
 #[cfg(CONFIG_X86_64)]
 struct FaultyPre {

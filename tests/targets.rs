@@ -109,6 +109,30 @@ pub(crate) fn kp_kunit_div(a: u64, b: u64) -> (u64, usize) {
     (q, at)
 }
 
+/// `a / *d` with one `div qword ptr [d]` (#DE while `*d` is 0), and that
+/// instruction's address, for the fault handler that fixes memory.
+#[cfg(CONFIG_X86_64)]
+#[inline(never)]
+pub(crate) fn kp_kunit_div_mem(a: u64, d: *const u64) -> (u64, usize) {
+    let (q, at): (u64, usize);
+    // SAFETY: `d` points to a readable u64; a #DE is the callers' probe's
+    // to handle.
+    unsafe {
+        core::arch::asm!(
+            "lea {at}, [rip + 2f]",
+            "xor edx, edx",
+            "2:",
+            "div qword ptr [{d}]",
+            d = in(reg) d,
+            at = out(reg) at,
+            inout("rax") a => q,
+            out("rdx") _,
+            options(nostack, readonly),
+        )
+    };
+    (q, at)
+}
+
 /// Loads the word at `p` with one `mov` (#GP for a non-canonical `p`), and
 /// that instruction's address, for the fault-handler cases.
 #[cfg(CONFIG_X86_64)]
