@@ -540,24 +540,16 @@ pub(crate) fn reserved_range_by(
             return Some(why);
         }
     }
-    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
-    if f != 0 {
-        // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with
-        // the C signature `unsigned long (unsigned long, unsigned long)`.
-        let site = unsafe {
-            let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
-            f(start, last + ftrace_guard)
-        };
-        if site != 0 {
-            return Some(FTRACE_SITE);
-        }
+    if ftrace_location_range(start, last + ftrace_guard).is_some_and(|site| site != 0) {
+        return Some(FTRACE_SITE);
     }
     None
 }
 
-/// Whether ftrace has a call site anywhere in `start..=last`; `None` when
-/// `ftrace_location_range` could not be resolved.
-pub(crate) fn has_ftrace_site(start: usize, last: usize) -> Option<bool> {
+/// `ftrace_location_range(start, last)`: the first ftrace call site in
+/// `start..=last`, 0 if none; `None` when the function could not be
+/// resolved.
+fn ftrace_location_range(start: usize, last: usize) -> Option<usize> {
     let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
     if f == 0 {
         return None;
@@ -566,24 +558,20 @@ pub(crate) fn has_ftrace_site(start: usize, last: usize) -> Option<bool> {
     // signature `unsigned long (unsigned long, unsigned long)`.
     let site = unsafe {
         let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
-        f(start, last)
+        f(start as c_ulong, last as c_ulong)
     };
-    Some(site != 0)
+    Some(site as usize)
+}
+
+/// Whether ftrace has a call site anywhere in `start..=last`; `None` when
+/// `ftrace_location_range` could not be resolved.
+pub(crate) fn has_ftrace_site(start: usize, last: usize) -> Option<bool> {
+    ftrace_location_range(start, last).map(|site| site != 0)
 }
 
 /// Whether `addr` is exactly an ftrace call site.
 pub(crate) fn is_ftrace_site(addr: usize) -> bool {
-    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
-    if f == 0 {
-        return false;
-    }
-    // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with the C
-    // signature `unsigned long (unsigned long, unsigned long)`.
-    let site = unsafe {
-        let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
-        f(addr, addr)
-    };
-    site == addr
+    ftrace_location_range(addr, addr) == Some(addr)
 }
 
 /// Whether `addr` lies in the kernel image's text, head text included

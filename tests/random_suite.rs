@@ -129,12 +129,7 @@ impl Region {
     /// walked symbol by symbol, and its text as it was when walked. None
     /// if the bounds are unknown or nothing could be read.
     pub(crate) fn kernel_text() -> Option<Self> {
-        let sym = |n: &core::ffi::CStr| {
-            let mut size = 0;
-            // SAFETY: a NUL-terminated name and a valid out-pointer.
-            let a = unsafe { crate::kp::kp_lookup_symbol(n.as_ptr().cast(), &mut size) };
-            (a != 0).then_some(a as usize)
-        };
+        let sym = |n: &core::ffi::CStr| crate::kp::lookup_symbol(n).map(|s| s.addr);
         let (stext, etext) = (sym(c"_stext")?, sym(c"_etext")?);
         let mut funcs = KVec::new();
         let mut at = stext;

@@ -24,6 +24,7 @@
 
 use crate::kp::{self, KpKprobe};
 use crate::kunit::Test;
+use crate::random_suite::read_text;
 use crate::util::{register, unregister, EINVAL};
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -85,21 +86,6 @@ fn ranges() -> Result<KVec<Range>> {
     Ok(v)
 }
 
-/// A snapshot of `len` text bytes at `addr` (before this suite patches any).
-fn snapshot(addr: usize, len: usize) -> Result<KVec<u8>> {
-    let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
-    for _ in 0..len {
-        v.push(0u8, GFP_KERNEL)?;
-    }
-    // SAFETY: a nofault read into a buffer of `len` bytes.
-    let r =
-        unsafe { bindings::copy_from_kernel_nofault(v.as_mut_ptr().cast(), addr as *const _, len) };
-    if r != 0 {
-        return Err(EFAULT);
-    }
-    Ok(v)
-}
-
 /// Instruction boundaries of `text` (at `start`), with, for each, the
 /// direct call/jump target it has, if any: x86_64 decodes from the start,
 /// arm64 steps by 4 bytes.
@@ -150,12 +136,6 @@ fn instructions(start: usize, text: &[u8], mut f: impl FnMut(usize, Option<usize
     }
 }
 
-fn lookup(name: &CStr) -> usize {
-    let mut size = 0;
-    // SAFETY: a NUL-terminated name and a valid out-pointer.
-    unsafe { kp::kp_lookup_symbol(name.as_ptr().cast(), &mut size) as usize }
-}
-
 /// Registers a probe at `addr` and, if it registered, unregisters it;
 /// returns the registration's result.
 fn try_register(addr: usize) -> c_int {
@@ -189,7 +169,7 @@ fn every_listed_instruction_refused(t: &mut Test) {
             );
             continue;
         }
-        let Ok(text) = snapshot(r.start, len) else {
+        let Some(text) = read_text(r.start, len) else {
             // Freed init text, or a range that is not mapped: nothing runs
             // there.
             continue;
@@ -251,11 +231,10 @@ fn every_listed_instruction_refused(t: &mut Test) {
         (c"notify_die", 8),
     ];
     for (name, off) in named {
-        let a = lookup(name);
-        if a == 0 {
+        let Some(a) = kp::lookup_symbol(name).map(|s| s.addr) else {
             t.info(format_args!("{:?}: not in this kernel", name));
             continue;
-        }
+        };
         // On the list, whatever the offset is to the decoder; registration
         // refuses it (-EINVAL, or -EBUSY/-EILSEQ where the offset is inside
         // ftrace's patchable entry or an instruction).
@@ -279,7 +258,7 @@ fn one_call_beyond_the_trap_path(t: &mut Test) {
         .iter()
         .filter(|r| r.reason == TRAP || r.reason == TRAP_CALLEE)
     {
-        let Ok(text) = snapshot(r.start, r.end.saturating_sub(r.start).min(MAX_RANGE)) else {
+        let Some(text) = read_text(r.start, r.end.saturating_sub(r.start).min(MAX_RANGE)) else {
             continue;
         };
         instructions(r.start, &text, |_, target| {
@@ -306,7 +285,7 @@ fn one_call_beyond_the_trap_path(t: &mut Test) {
     let want = crate::targets::kp_kunit_target(300);
     let (mut armed, mut refused, mut funcs) = (0u64, 0u64, 0u64);
     for &(start, size) in boundary.iter() {
-        let Ok(text) = snapshot(start, size.min(MAX_RANGE)) else {
+        let Some(text) = read_text(start, size.min(MAX_RANGE)) else {
             continue;
         };
         // Room for every probe first: a registered probe is never dropped.
