@@ -30,7 +30,7 @@ use crate::targets::{addr_of, args_expected, kp_kunit_args};
 use crate::util::{insn_len_at, register, text_word, unregister};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
-use kernel::ffi::c_int;
+use kernel::ffi::{c_int, c_ulong};
 
 extern "C" {
     fn kp_test_kernel_kprobe_at(addr: usize, on: bool, post: bool) -> c_int;
@@ -68,6 +68,11 @@ fn call_checks(t: &Test, what: &str) {
         );
     }
 }
+
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn no_post(_p: *mut KpKprobe, _r: *mut bindings::pt_regs, _f: c_ulong) {}
 
 fn engine_probe(at: usize) -> KpKprobe {
     let mut p = KpKprobe::new();
@@ -135,6 +140,10 @@ fn engine_first(t: &mut Test) {
         for kernel_goes_first in [false, true] {
             HITS.store(0, Ordering::SeqCst);
             let mut p = engine_probe(b);
+            // Kept on its int3: a post handler stops the engine's jump
+            // optimizer, whose jump over `c` racing the kernel's probe there
+            // is not what this case tests (README, Known limits).
+            p.post_handler = Some(no_post);
             kp_expect_eq!(t, register(&mut p), 0);
             // SAFETY: a kernel kprobe on this module's own function.
             let r = unsafe { kp_test_kernel_kprobe_at(kernel_at, true, true) };
