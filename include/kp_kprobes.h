@@ -175,6 +175,11 @@ struct kp_stats {
 				 * the engine directly (x86_64), parked ones too */
 	unsigned long ftrace_parked; /* of those, sites no probe uses any more,
 				 * kept for a while (see kp_ftrace_release()) */
+	unsigned long kretprobe_inflight; /* calls whose return is hijacked now */
+	unsigned long hits_in_progress; /* probe hits in progress, every CPU
+				 * (0 on a quiet machine) */
+	unsigned long oops_resets; /* oopses inside a probe hit after which the
+				 * engine reset that CPU's hit state */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):

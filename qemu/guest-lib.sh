@@ -298,3 +298,75 @@ module_churn() {
 	! grep -q kp_target $KP/list && ! grep -q kp_churn $E
 }
 
+
+# --- oops recovery (kp_oops.ko; see tests/kp_oops.c) --------------------------
+# Runs last: after an oops the kernel is tainted and lockdep is off.
+# oops_case NAME: the case's task oopses (it must die, nothing else).
+oops_case() {
+	dmesg -c >/dev/null
+	sh -c "echo $1 >/sys/kernel/debug/kp_oops/trigger" 2>/dev/null
+	dmesg | grep -q "kp_oops: case $1: this task oopses now" &&
+		[ "$(dmesg | grep -c 'Oops')" = 1 ] && ! dmesg | grep -q 'did not oops'
+}
+# oops_witness: every probe of kp_oops saw one call per CPU (entry probes)
+# or one call (the rest), and none missed; nothing is left in flight.
+oops_witness() {
+	w=$(cat /sys/kernel/debug/kp_oops/witness)
+	c=$(echo "$w" | sed 's/.*cpus \([0-9]*\).*/\1/')
+	case $ARCH in x86_64) opt="opt 1 0" ;; *) opt="opt - -" ;; esac
+	want="pre $c 0 post $c 0 entry 1 0 ret 1 0 body 1 0 $opt cpus $c"
+	[ "$w" = "$want" ] || { echo "witness: got '$w', want '$want'"; return 1; }
+	grep -qx 'kretprobe_inflight 0' $KP/stats && grep -qx 'hits_in_progress 0' $KP/stats
+}
+run_oops() {
+	refs=$(cat /sys/module/kprobes/refcnt)
+	check oops-insmod insmod $M/kp_oops.ko || return
+	check oops-witness-before oops_witness
+	echo "KP-OOPS-BEGIN" >/dev/kmsg
+	cases="pre post entry ret body"
+	[ "$ARCH" = x86_64 ] && cases="$cases opt"
+	for c in $cases; do
+		check oops-$c-oopses oops_case $c
+		check oops-$c-recovered oops_witness
+	done
+	echo "KP-OOPS-END" >/dev/kmsg
+	# Every case but body reset a hit state; body oopses outside any hit.
+	r=$(sed -n 's/^oops_resets //p' $KP/stats)
+	n=$(echo $cases | wc -w)
+	check oops-resets-counted [ "$r" = $((n - 1)) ]
+	check oops-rmmod rmmod kp_oops
+	# No hijacked return of a dead task holds the engine.
+	check oops-engine-unpinned grep -qx "$refs" /sys/module/kprobes/refcnt
+}
+
+# --- another ftrace_ops on the trap path's do_el1_brk64 (arm64) ---------------
+# The function tracer filtered on do_el1_brk64 makes ftrace call every ops
+# there through its list function, whose recursion guard allows one nested
+# level: the engine's BRK hook must still see every BRK, a nested one (the
+# example's pre handler prints, and vprintk_emit carries an event) too.
+brk_shared() {
+	echo do_el1_brk64 >$T/set_ftrace_filter || return 1
+	echo function >$T/current_tracer || return 1
+	echo >$T/trace
+	dmesg -c >/dev/null
+	insmod $M/kprobe_example.ko testfile=/proc/version || return 1
+	echo 'p:kp_nest/v vprintk_emit' >>$E && echo 1 >$T/events/kp_nest/v/enable
+	r=$?
+	activity
+	echo kp-nest >/dev/kmsg
+	echo 0 >$T/events/kp_nest/v/enable
+	prof=$(grep -E '^ +v ' $KP/kprobe_profile)
+	# (Removing an event or changing the tracer empties the buffer.)
+	traced=$(grep -c 'do_el1_brk64 <-' $T/trace)
+	echo '-:kp_nest/v' >>$E
+	rmmod kprobe_example
+	echo nop >$T/current_tracer
+	echo >$T/set_ftrace_filter
+	[ $r = 0 ] || { echo "brk_shared: no event on vprintk_emit"; return 1; }
+	# Hits of the example, traced BRKs, a hit of the event (the write to
+	# /dev/kmsg) and nested ones (missed: inside the example's handler).
+	[ "$(hits)" -gt 0 ] || { echo "brk_shared: no example hits"; return 1; }
+	[ "$traced" -gt 0 ] || { echo "brk_shared: no BRK traced"; return 1; }
+	echo "$prof" | grep -qE '^ +v +[1-9][0-9]* +[1-9][0-9]*$' ||
+		{ echo "brk_shared: event hits and nested misses wanted: $prof"; return 1; }
+}

@@ -77,8 +77,13 @@ if true; then
 	run_events_stress
 	check module-churn-100 module_churn
 	run_access
+	[ "$ARCH" = aarch64 ] && check brk-hook-shared-with-function-tracer brk_shared
+	run_oops
 fi
 check engine-rmmod rmmod kprobes
+# Loaded again (its slab cache, debugfs files and hooks were all taken
+# down), one probe, unloaded again.
+check engine-reload sh -c "insmod $M/kprobes.ko && echo 'p:kp_reload/o do_sys_open' >>$E && cat /proc/version >/dev/null && echo '-:kp_reload/o' >>$E && rmmod kprobes"
 # Debug kernel: nothing the engine, the tests or the examples allocated may
 # be left unreferenced (two scans: kmemleak reports objects seen twice).
 if [ -e $KMEMLEAK ]; then

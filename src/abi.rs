@@ -194,4 +194,11 @@ pub struct KpStats {
     /// Of those, sites no probe uses any more, kept for a while
     /// (`kp_ftrace_release()`).
     pub ftrace_parked: c_ulong,
+    /// Calls of kretprobe'd functions whose return is hijacked right now.
+    pub kretprobe_inflight: c_ulong,
+    /// Probe hits in progress over every CPU (0 on a quiet machine).
+    pub hits_in_progress: c_ulong,
+    /// Oopses inside a probe hit after which the engine reset that CPU's
+    /// hit state, since the engine loaded.
+    pub oops_resets: c_ulong,
 }

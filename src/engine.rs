@@ -128,6 +128,7 @@ impl kernel::Module for KprobesEngine {
         }
         events::init();
         kretprobe::init();
+        hit::init();
         if let Err(e) = debugfs::init() {
             // Everything above is set up: the unload path takes it down.
             drop(KprobesEngine);
@@ -153,6 +154,7 @@ impl Drop for KprobesEngine {
             pr_err!("kretprobe returns still outstanding at unload\n");
         }
         kretprobe::exit();
+        hit::exit();
         registry::exit();
         // SAFETY: registered in init.
         unsafe { kp_helper_unregister_module_notifier() };

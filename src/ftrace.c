@@ -31,6 +31,7 @@
  */
 #include <linux/module.h>
 #include <linux/ftrace.h>
+#include <linux/delay.h>
 #include <linux/hashtable.h>
 #include <linux/irqflags.h>
 #include <linux/jiffies.h>
@@ -153,12 +154,29 @@ static int kp_direct_new(unsigned long ip)
  * is in the trampoline for it afterwards) and frees it. */
 static void kp_direct_free(struct kp_direct *d)
 {
-	int ret = unregister_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct, true);
+	unsigned int tries = 0;
+	int ret;
 
-	if (ret) {
-		/* Still registered: its memory must stay (leaked, loudly). */
-		pr_err("kprobes: cannot release the ftrace site %pS: %d\n", (void *)d->ip, ret);
-		return;
+	/*
+	 * unregister_ftrace_direct() fails only when ftrace is broken (it
+	 * disabled itself after a failed text change: -ENODEV) or misused.
+	 * The site may then still call kp_x86_ftrace_direct(): the ops'
+	 * memory stays (leaked, loudly), and so must this module, or the
+	 * site's next call would run freed text. Pinned while it can be;
+	 * while unloading (it cannot be pinned any more) unload waits,
+	 * retrying, rather than leave.
+	 */
+	while ((ret = unregister_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct,
+					       true))) {
+		if (try_module_get(THIS_MODULE)) {
+			pr_err("kprobes: cannot release the ftrace site %pS: %d; the engine stays loaded for good\n",
+			       (void *)d->ip, ret);
+			return;
+		}
+		if (!(tries++ % 1000))
+			pr_err("kprobes: cannot release the ftrace site %pS while unloading: %d; retrying\n",
+			       (void *)d->ip, ret);
+		msleep(10);
 	}
 	atomic_dec(&kp_direct_count);
 	kfree(d);

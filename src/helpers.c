@@ -20,6 +20,8 @@
 #include <linux/workqueue.h>
 #include <linux/tracepoint.h>
 #include <linux/sched/task_stack.h>
+#include <linux/kdebug.h>
+#include <linux/preempt.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -128,13 +130,60 @@ void kp_helper_exit_hook_unregister(void)
 	kp_tp_exit = NULL;
 }
 
-/* Whether addr lies on the current task's stack, above (older than) the
- * caller's frame. */
-bool kp_helper_task_stack_above_sp(unsigned long addr)
+/* Whether addr lies anywhere on the current task's stack. */
+bool kp_helper_on_task_stack(unsigned long addr)
 {
-	unsigned long base = (unsigned long)task_stack_page(current);
+	return object_is_on_stack((void *)addr);
+}
 
-	return addr > current_stack_pointer && addr < base + THREAD_SIZE;
+/*
+ * Oops recovery: DIE_OOPS is reported (x86_64 __die_body(), arm64 __die())
+ * before the kernel decides between a panic (in interrupt context, or
+ * panic_on_oops) and ending the current task (make_task_dead()). In the
+ * second case the engine's hit levels on this CPU belong to that task and
+ * would stay busy for good (src/hit.rs: kp_hit_oops()). In interrupt
+ * context, including the x86_64 int3 handler (an NMI-like context), the
+ * kernel panics anyway: nothing to recover, and nothing is touched.
+ */
+static notrace int kp_oops_notify_c(struct notifier_block *nb, unsigned long val,
+			    void *data)
+{
+	unsigned long addr, stage;
+	unsigned long depth;
+	const char *what;
+
+	if (val != DIE_OOPS || in_interrupt())
+		return NOTIFY_DONE;
+	depth = kp_hit_oops(&addr, &stage);
+	if (!depth)
+		return NOTIFY_DONE;
+	switch (stage) {
+	case 1: what = "its handlers"; break;
+	case 2: case 3: what = "its displaced instruction"; break;
+	case 4: what = "its fault handlers"; break;
+	default: what = "?"; break;
+	}
+	if (addr)
+		pr_warn("kprobes: oops inside the hit of the probe at %pS (%s); this CPU's %lu hit level(s) are reset\n",
+			(void *)addr, what, depth);
+	else
+		pr_warn("kprobes: oops inside a kretprobe return handler; this CPU's %lu hit level(s) are reset\n",
+			depth);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block kp_oops_nb = {
+	.notifier_call = kp_oops_notify_c,
+};
+
+int kp_helper_oops_hook_register(void)
+{
+	return register_die_notifier(&kp_oops_nb);
+}
+
+void kp_helper_oops_hook_unregister(void)
+{
+	unregister_die_notifier(&kp_oops_nb);
 }
 
 /* The sum over every CPU of word `word` of the per-CPU area. */

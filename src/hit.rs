@@ -463,3 +463,73 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     end_step(cpu, d, f, point, regs);
     true
 }
+
+/// Hit states an oops reset (debugfs `stats`: `oops_resets`).
+pub(crate) static OOPS_RESETS: core::sync::atomic::AtomicUsize =
+    core::sync::atomic::AtomicUsize::new(0);
+
+/// The kernel is reporting an oops on this CPU (`DIE_OOPS`, from the die
+/// notifier in `src/helpers.c`), outside interrupt context, so it ends the
+/// current task rather than the machine: every hit level in progress on this
+/// CPU belongs to that task (levels nest, and a task holds them with
+/// interrupts off), and none of it will ever finish. A handler that oopses
+/// would otherwise leave this CPU busy for good: every later hit on it
+/// counted as missed, its handlers never run. Empties the state and gives
+/// back a kretprobe instance an entry handler was filling in. Returns how
+/// many levels were in progress; `*addr` and `*stage` get the innermost
+/// one's probe address (0 inside a kretprobe return handler) and
+/// [`stage`], for the notifier's report. Interrupts are off.
+///
+/// # Safety
+///
+/// `addr` and `stage` are valid for writes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_hit_oops(addr: *mut usize, stage: *mut usize) -> usize {
+    // SAFETY: the die path runs with interrupts off.
+    let cpu = unsafe { Cpu::this() };
+    let depth = cpu.depth();
+    if depth == 0 {
+        return 0;
+    }
+    let top = cpu.reset_after_oops(crate::kretprobe::abandon_claim);
+    OOPS_RESETS.fetch_add(1, Ordering::Relaxed);
+    let (a, s) = top.map_or((0, 0), |f| {
+        // SAFETY: a point stays allocated while a CPU is inside its hit.
+        let a = if f.point.is_null() {
+            0
+        } else {
+            unsafe { (*f.point).addr }
+        };
+        (a, f.stage)
+    });
+    // SAFETY: the caller's contract.
+    unsafe {
+        addr.write(a);
+        stage.write(s);
+    }
+    depth
+}
+
+extern "C" {
+    fn kp_helper_oops_hook_register() -> kernel::ffi::c_int;
+    fn kp_helper_oops_hook_unregister();
+}
+
+/// Hooks oops reports ([`kp_hit_oops`]). Process context, at engine load;
+/// a failure is reported and leaves the engine without oops recovery.
+pub(crate) fn init() {
+    // SAFETY: process context; the notifier block is static.
+    let r = unsafe { kp_helper_oops_hook_register() };
+    if r != 0 {
+        pr_warn!(
+            "no die notifier ({}): a handler that oopses leaves its CPU busy\n",
+            r
+        );
+    }
+}
+
+/// Unhooks oops reports. At engine unload.
+pub(crate) fn exit() {
+    // SAFETY: plain call (unregistering an unregistered block is harmless).
+    unsafe { kp_helper_oops_hook_unregister() };
+}

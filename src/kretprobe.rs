@@ -28,9 +28,12 @@
 //! ...) never returns through the hijacked frames of its callers. On the
 //! `sched_process_exit` tracepoint, which runs in `do_exit()` on the exiting
 //! task, [`kp_kret_task_exit`] recycles every instance whose frame lies on
-//! that task's stack above the tracepoint's (the callers of `do_exit()`), as
-//! the kernel's `rethook_flush_task()` does: no handler runs for them, the
-//! instance goes back to its pool and the module reference is dropped.
+//! that task's stack (the callers of `do_exit()`, or frames an oops
+//! abandoned), as the kernel's `rethook_flush_task()` does: no handler runs
+//! for them, the instance goes back to its pool and the module reference is
+//! dropped. An oops inside an entry handler leaves its instance claimed, not
+//! hijacked: the trap path records the claim per hit level, and the oops
+//! notifier gives it back ([`abandon_claim`]).
 
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
@@ -135,6 +138,19 @@ pub(crate) fn instances(_g: &RegGuard) -> usize {
         .count()
 }
 
+/// Calls whose return is hijacked now. Registration lock held (no pool is
+/// freed meanwhile).
+pub(crate) fn inflight(_g: &RegGuard) -> usize {
+    STUBS
+        .iter()
+        .take(STUBS_END.load(Ordering::Relaxed))
+        .map(|s| s.load(Ordering::Acquire))
+        // SAFETY: a published instance stays allocated while the lock is
+        // held (`free_pool` runs under it).
+        .filter(|&i| !i.is_null() && unsafe { &*i }.state.load(Ordering::Relaxed) == HIJACKED)
+        .count()
+}
+
 /// Pools allocated (live or dead): task exits look for instances only
 /// while there are some.
 static POOLS: AtomicUsize = AtomicUsize::new(0);
@@ -155,7 +171,7 @@ extern "C" {
     fn kp_helper_module_put();
     fn kp_helper_exit_hook_register() -> c_int;
     fn kp_helper_exit_hook_unregister();
-    fn kp_helper_task_stack_above_sp(addr: usize) -> bool;
+    fn kp_helper_on_task_stack(addr: usize) -> bool;
     static nr_cpu_ids: kernel::ffi::c_uint;
 }
 
@@ -225,11 +241,14 @@ pub(crate) extern "C" fn kp_kret_task_exit() {
         if inst.state.load(Ordering::Acquire) != HIJACKED {
             continue;
         }
-        // Only this task's frames lie on its stack; interrupts and NMIs
-        // run on their own stacks, and an instance an interrupt is taking
-        // right now is below this frame, not above it.
+        // Only this task's frames lie on its stack (interrupts and NMIs
+        // run on their own stacks), and none of them is live: those above
+        // this frame are the callers of `do_exit()`, and any below it were
+        // abandoned when an oops rewound the stack (x86_64
+        // `rewind_stack_and_make_dead()`) or already returned. An instance
+        // an interrupt is taking right now is on another stack.
         // SAFETY: a range check against the current task's stack.
-        if !unsafe { kp_helper_task_stack_above_sp(inst.header.fp) } {
+        if !unsafe { kp_helper_on_task_stack(inst.header.fp) } {
             continue;
         }
         // SAFETY: an instance in flight keeps its pool.
@@ -240,6 +259,19 @@ pub(crate) extern "C" fn kp_kret_task_exit() {
         // SAFETY: balances the reference taken at the entry.
         unsafe { kp_helper_module_put() };
     }
+}
+
+/// An oops ended the entry handler that was filling in instance `inst`
+/// (recorded by [`kret_entry`] with `Cpu::set_claim`): it goes back to its
+/// pool. Die path, interrupts off.
+pub(crate) fn abandon_claim(inst: usize) {
+    // SAFETY: a claimed instance keeps its pool allocated (a pool is freed
+    // only with all its instances free, after a grace period).
+    let inst = unsafe { &*(inst as *const Instance) };
+    // The claim was taken before the module reference (none to drop).
+    let _ = inst
+        .state
+        .compare_exchange(CLAIMED, FREE, Ordering::Release, Ordering::Relaxed);
 }
 
 /// Hooks task exit. Process context, at engine load.
@@ -492,8 +524,14 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     let release = |inst: &Instance| inst.state.store(FREE, Ordering::Release);
     // SAFETY: `rp` is live.
     if let Some(eh) = unsafe { (*rp).entry_handler } {
+        // SAFETY: pre handlers run with interrupts off.
+        let cpu = unsafe { Cpu::this() };
+        // Should the handler oops, the oops notifier gives the instance back.
+        cpu.set_claim(core::ptr::from_mut(inst) as usize);
         // SAFETY: the handler contract.
-        if unsafe { eh(&mut inst.header, regs) } != 0 {
+        let skip = unsafe { eh(&mut inst.header, regs) } != 0;
+        cpu.set_claim(0);
+        if skip {
             release(inst);
             return 0;
         }

@@ -119,6 +119,15 @@ pub(crate) extern "C" fn kp_optimizer_run() {
                 JUMPED.fetch_add(1, Ordering::Relaxed);
                 registry::set_optimized_flag(&g, point, true);
             }
+            Err(e) if e == EBUSY => {
+                // Someone else's patch appeared under the jump during the
+                // wait: back on the breakpoint, and not tried again this
+                // epoch (as a refusal at prepare time).
+                let _ = unoptimize(&g, point);
+                point
+                    .opt
+                    .set_refused((EPOCH.load(Ordering::Relaxed) as u16).wrapping_add(1));
+            }
             Err(e) => {
                 pr_err!("cannot optimize the probe at {:#x}: {:?}\n", point.addr, e);
                 let _ = unoptimize(&g, point);

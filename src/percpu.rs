@@ -53,6 +53,10 @@ pub(crate) struct CpuState {
     /// Faults in a row that a fault handler claimed to have fixed without
     /// changing a register (see `hit::run_fault_handlers`).
     pub(crate) fault_retries: usize,
+    /// Per level: the kretprobe instance its entry handler is filling in
+    /// (0: none), so that an oops in that handler can give it back
+    /// ([`Cpu::reset_after_oops`]).
+    pub(crate) claims: [usize; MAX_DEPTH],
 }
 
 extern "C" {
@@ -66,6 +70,14 @@ pub(crate) fn step_traps() -> u64 {
     let word = core::mem::offset_of!(CpuState, step_traps) / 8;
     // SAFETY: reads the per-CPU area; `word` is within it (`Cpu::this`
     // checks the size).
+    unsafe { kp_helper_cpu_area_sum(word as _) }
+}
+
+/// Hit levels in progress, over every CPU (0 whenever the machine is
+/// quiet: a non-zero count that stays is a CPU stuck busy).
+pub(crate) fn hits_in_progress() -> u64 {
+    let word = core::mem::offset_of!(CpuState, depth) / 8;
+    // SAFETY: as in `step_traps`.
     unsafe { kp_helper_cpu_area_sum(word as _) }
 }
 
@@ -172,6 +184,50 @@ impl Cpu {
     pub(crate) fn clear_fault_retries(self) {
         // SAFETY: type invariant; interrupts are off (trap context).
         unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0).fault_retries), 0) };
+    }
+
+    /// Records (or, with 0, forgets) the kretprobe instance whose entry
+    /// handler the top level is about to run.
+    #[inline(always)]
+    pub(crate) fn set_claim(self, inst: usize) {
+        let top = self.depth().saturating_sub(1).min(MAX_DEPTH - 1);
+        // SAFETY: type invariant; `top` indexes `claims`.
+        unsafe {
+            let c = core::ptr::addr_of_mut!((*self.0).claims)
+                .cast::<usize>()
+                .add(top);
+            core::ptr::write_volatile(c, inst);
+        }
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// An oops ends the context that holds every level in progress on this
+    /// CPU (the caller checked it is not an interrupt; those panic): empties
+    /// the state and calls `release` with each level's claimed instance.
+    /// Returns the innermost frame that was in progress, if any.
+    pub(crate) fn reset_after_oops(self, mut release: impl FnMut(usize)) -> Option<Frame> {
+        let depth = self.depth().min(MAX_DEPTH);
+        for i in 0..MAX_DEPTH {
+            // SAFETY: type invariant; `i` indexes `claims`.
+            let c = unsafe {
+                core::ptr::addr_of_mut!((*self.0).claims)
+                    .cast::<usize>()
+                    .add(i)
+            };
+            // SAFETY: as above.
+            let inst = unsafe { core::ptr::read_volatile(c) };
+            if inst != 0 {
+                if i < depth {
+                    release(inst);
+                }
+                // SAFETY: as above.
+                unsafe { core::ptr::write_volatile(c, 0) };
+            }
+        }
+        let top = (depth > 0).then(|| self.frame(depth.saturating_sub(1)));
+        self.set_depth(0);
+        self.clear_fault_retries();
+        top
     }
 
     /// Drops the top level.

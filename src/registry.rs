@@ -191,6 +191,7 @@ extern "C" {
     fn kp_helper_point_cache_exit();
     fn kp_helper_point_alloc() -> *mut kernel::ffi::c_void;
     fn kp_helper_point_free(p: *mut kernel::ffi::c_void);
+    fn kp_helper_module_get() -> bool;
 }
 
 /// Creates the points' cache. Engine init.
@@ -569,6 +570,23 @@ fn disarm_point(g: &RegGuard, point: &Point) -> Result {
     }
 }
 
+/// [`disarm_point`], tried again a few times after a failure: restoring
+/// text allocates (the vmap of a text alias, ftrace's filter hashes), and a
+/// transient allocation failure must not leave a breakpoint behind. Process
+/// context, registration lock held.
+fn disarm_retrying(g: &RegGuard, point: &Point) -> Result {
+    let mut r = disarm_point(g, point);
+    for _ in 0..10 {
+        if r.is_ok() {
+            break;
+        }
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        r = disarm_point(g, point);
+    }
+    r
+}
+
 /// Sets `set` and clears `clear` in the `flags` of a client's struct, as
 /// one atomic read-modify-write: clients and handlers on other CPUs read
 /// the word concurrently (`Probe::flags()` in the Rust API, the C header's
@@ -918,12 +936,34 @@ fn detach_begin(g: &RegGuard, probe: *mut Probe) -> Retired {
     };
     if left == 0 {
         if point.armed.load(Ordering::Relaxed) {
-            if let Err(e) = disarm_point(g, point) {
-                // The breakpoint stays: keep the point (and its copy)
-                // forever, with no probe on it; hits just run the
-                // instruction.
+            if let Err(e) = disarm_retrying(g, point) {
+                // The breakpoint stays: keep the point (and its copy) with
+                // no probe on it; hits just run the instruction. The
+                // engine must then outlive it: a breakpoint or ftrace site
+                // left behind by an unloaded engine would crash the machine
+                // at its next hit.
+                // SAFETY: plain call; never released (see above).
+                let pinned = unsafe { kp_helper_module_get() };
+                if !pinned {
+                    // The engine is unloading (it cannot be pinned any
+                    // more): keep trying, however long it takes, rather
+                    // than leave.
+                    pr_err!(
+                        "cannot restore text at {:#x} while unloading: {:?}; retrying\n",
+                        point.addr,
+                        e
+                    );
+                    while disarm_retrying(g, point).is_err() {}
+                    point.armed.store(false, Ordering::Relaxed);
+                    unlink(g, point);
+                    return Retired {
+                        old_list: null_mut(),
+                        point: pp,
+                    };
+                }
                 pr_err!(
-                    "cannot restore text at {:#x}: {:?}; leaving it armed\n",
+                    "cannot restore text at {:#x}: {:?}; leaving it armed, and the \
+                     engine loaded for good\n",
                     point.addr,
                     e
                 );

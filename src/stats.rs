@@ -11,7 +11,7 @@ use kernel::prelude::*;
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
-    let (probes, points, slots, instances, (direct, parked)) = {
+    let (probes, points, slots, instances, inflight, (direct, parked)) = {
         let g = crate::registry::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
         let slots = crate::slots::in_use();
@@ -21,6 +21,7 @@ pub(crate) fn get() -> KpStats {
             points,
             slots,
             crate::kretprobe::instances(&g),
+            crate::kretprobe::inflight(&g),
             sites,
         )
     };
@@ -33,6 +34,9 @@ pub(crate) fn get() -> KpStats {
         step_traps: crate::percpu::step_traps(),
         ftrace_direct: direct as _,
         ftrace_parked: parked as _,
+        kretprobe_inflight: inflight as _,
+        hits_in_progress: crate::percpu::hits_in_progress() as _,
+        oops_resets: crate::hit::OOPS_RESETS.load(core::sync::atomic::Ordering::Relaxed) as _,
     }
 }
 
@@ -46,7 +50,10 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "events {}", s.events)?;
     writeln!(w, "step_traps {}", s.step_traps)?;
     writeln!(w, "ftrace_direct {}", s.ftrace_direct)?;
-    writeln!(w, "ftrace_parked {}", s.ftrace_parked)
+    writeln!(w, "ftrace_parked {}", s.ftrace_parked)?;
+    writeln!(w, "kretprobe_inflight {}", s.kretprobe_inflight)?;
+    writeln!(w, "hits_in_progress {}", s.hits_in_progress)?;
+    writeln!(w, "oops_resets {}", s.oops_resets)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

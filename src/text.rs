@@ -68,6 +68,27 @@ impl Drop for Alias {
 /// is written through `Alias` under `stop_machine()`.)
 pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();
+    write_locked(addr, bytes)
+}
+
+/// [`write`], but only if the text at `addr` still holds `expect` (as long
+/// as `bytes`), checked under the same hold of `text_mutex`: `EBUSY` when
+/// another writer (the kernel's kprobes, a static key, kgdb) changed it
+/// since the caller looked.
+// Only the x86_64 jump optimizer writes over text it checked earlier.
+#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+pub(crate) fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Result {
+    let _text = crate::symbols::TextLock::lock();
+    for (i, &e) in expect.iter().enumerate() {
+        // SAFETY: kernel text the caller owns a probe in: mapped, readable.
+        if unsafe { core::ptr::read_volatile((addr + i) as *const u8) } != e {
+            return Err(EBUSY);
+        }
+    }
+    write_locked(addr, bytes)
+}
+
+fn write_locked(addr: usize, bytes: &[u8]) -> Result {
     let mut done = 0;
     while done < bytes.len() {
         let at = addr + done;

@@ -13,6 +13,7 @@
  * untouched.
  */
 #include <linux/cpu.h>
+#include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/ptrace.h>
 #include <linux/stddef.h>
@@ -62,7 +63,18 @@ int kp_helper_arm64_brk_hook_init(void)
 
 void kp_helper_arm64_brk_hook_exit(void)
 {
-	unregister_ftrace_function(&kp_brk_ops);
+	unsigned int tries = 0;
+	int ret;
+
+	/* Fails only when ftrace is broken (-ENODEV); the hook would then
+	 * call into this module's freed text at the next kernel BRK: the
+	 * unload waits, retrying, rather than leave. */
+	while ((ret = unregister_ftrace_function(&kp_brk_ops))) {
+		if (!(tries++ % 1000))
+			pr_err("kprobes: cannot unhook do_el1_brk64 while unloading: %d; retrying\n",
+			       ret);
+		msleep(10);
+	}
 	ftrace_free_filter(&kp_brk_ops);
 }
 

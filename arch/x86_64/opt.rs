@@ -228,14 +228,18 @@ pub(crate) fn prepare(
     // The covered instructions.
     let mut insns = KVec::<(usize, decode::Insn, [u8; MAX_INSN_LEN])>::new();
     let mut at = addr;
+    // (The whole-function scan below sees the probed instruction's real
+    // predecessor too.)
+    let mut prev = None;
     while at < addr + JMP_LEN {
         let bytes = read_text(at).map_err(|_| ("unreadable text", true))?;
         let insn = decode(&bytes).map_err(|_| ("undecodable instruction", true))?;
+        if super::foreign_patch(at, &insn, &bytes, prev, fend).is_some() {
+            return Err(("someone else's patch under the jump", true));
+        }
+        prev = Some(insn.class);
         if !can_boost(&insn) {
             return Err(("a covered instruction cannot run out of line", true));
-        }
-        if super::foreign_patch(at, &insn, &bytes, Some(Class::Ret), fend).is_some() {
-            return Err(("someone else's patch under the jump", true));
         }
         if at != addr && other_probe(at) {
             return Err(("another probe inside the jump", true));
@@ -339,13 +343,20 @@ fn sync() {
 
 /// Replaces the armed breakpoint at `addr` with the jump, breakpoint first:
 /// the tail under the `int3` (no CPU executes it: hits resume in the detour
-/// and nothing branches there), sync, then the first byte, sync.
+/// and nothing branches there), sync, then the first byte, sync. `EBUSY`
+/// when someone else wrote the covered bytes since they were prepared (the
+/// kernel's kprobes arming a probe there during the optimizer's wait): the
+/// caller unoptimizes, and hits go through the breakpoint to theirs.
 pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
     // The rest of the covered bytes become int3: never executed, and a
     // stray jump there traps loudly instead of running a torn instruction.
     let mut code = [INT3; MAX_SPAN];
     put_rel32(&mut code, 0, 0xe9, addr, opt.detour)?;
-    text::write(addr + 1, &code[1..span(opt)])?;
+    let tail = 1..span(opt);
+    let (Some(orig), Some(new)) = (opt.orig.get(tail.clone()), code.get(tail)) else {
+        return Err(EINVAL);
+    };
+    text::write_if_unchanged(addr + 1, orig, new)?;
     sync();
     text::write(addr, &code[..1])?;
     sync();
