@@ -411,6 +411,81 @@ fn kprobe_enable(t: &mut Test) {
     unregister(&mut p);
 }
 
+/// Unregistration with its n-th allocation failing (restoring text maps
+/// an alias of its page; taking an ftrace site down replaces filter
+/// hashes): the engine tries again, and the text comes back every time;
+/// nothing is left behind. A mid-function probe and a function entry.
+fn unregister_restores(t: &mut Test) {
+    let entry = addr_of(kp_test_c_target as *const ());
+    for (what, words) in [
+        (
+            "unregister mid-function",
+            [args_mid(), args_mid() + 4, args_mid() + 8],
+        ),
+        (
+            "unregister at a function entry",
+            [entry, entry + 4, entry + 8],
+        ),
+    ] {
+        let before: [u32; 3] = words.map(text_word);
+        let base = held(&kp::stats());
+        let (mut n, mut total) = (1u32, None);
+        while n <= MAX_N && total.is_none() {
+            let mut p = KpKprobe::new();
+            if what.ends_with("entry") {
+                p.symbol_name = c"kp_test_c_target".as_ptr().cast();
+            } else {
+                p.addr = args_mid() as *mut _;
+            }
+            p.pre_handler = Some(count);
+            kp_expect_eq!(t, register(&mut p), 0, "{}", what);
+            kp_expect_eq!(t, set_fail_nth(n), 0, "fault injection unavailable");
+            unregister(&mut p);
+            // SAFETY: reads the current task's own field.
+            let left = unsafe { kp_test_fail_nth() };
+            set_fail_nth(0);
+            if left != 0 {
+                total = Some(n - 1);
+            }
+            kp::ftrace_release();
+            kp_expect!(t, crate::util::cleared(&p), "{}: allocation {}", what, n);
+            kp_expect_eq!(t, held(&kp::stats()), base, "{}: allocation {}", what, n);
+            kp_expect_eq!(
+                t,
+                words.map(text_word),
+                before,
+                "{}: allocation {}: text",
+                what,
+                n
+            );
+            HITS.store(0, Ordering::SeqCst);
+            call_args(t);
+            // SAFETY: a plain C function.
+            kp_expect_eq!(t, unsafe { kp_test_c_target(7) }, 3);
+            kp_expect_eq!(
+                t,
+                HITS.load(Ordering::SeqCst),
+                0,
+                "{}: a hit after unregistration",
+                what
+            );
+            n += 1;
+        }
+        kp_expect!(
+            t,
+            total.is_some(),
+            "{}: more than {} allocations",
+            what,
+            MAX_N
+        );
+        pr_info!(
+            "kp_alloc_fail: {}: {} allocations made to fail in turn, text restored each time\n",
+            what,
+            total.unwrap_or(MAX_N)
+        );
+    }
+}
+
 /// A probe event defined by a `kprobe_events` line.
 fn event_define(t: &mut Test) {
     // A C function: events refuse functions without an ftrace site.
@@ -449,6 +524,7 @@ kunit_suite!(
         kprobe_batch,
         kretprobe_paths,
         kprobe_enable,
+        unregister_restores,
         event_define
     ]
 );
