@@ -137,7 +137,7 @@ impl Event {
 /// The events, in definition order; touched only under `kp_events_lock()`.
 struct Events(UnsafeCell<KVec<KBox<Event>>>);
 
-// SAFETY: every access holds the events mutex.
+// SAFETY: reached only through `Locked::events`, under the events mutex.
 unsafe impl Sync for Events {}
 
 static EVENTS: Events = Events(UnsafeCell::new(KVec::new()));
@@ -153,8 +153,14 @@ impl Locked {
     }
 
     fn events(&mut self) -> &mut KVec<KBox<Event>> {
-        // SAFETY: the mutex is held for as long as `self` lives.
+        // SAFETY: the mutex is held for as long as `self` lives, and `self`
+        // is borrowed mutably for as long as the result.
         unsafe { &mut *EVENTS.0.get() }
+    }
+
+    fn log(&mut self) -> &mut ErrorLog {
+        // SAFETY: as in `events`.
+        unsafe { &mut *ERROR_LOG.0.get() }
     }
 }
 
@@ -181,7 +187,7 @@ struct ErrorLog {
 
 struct Log(UnsafeCell<ErrorLog>);
 
-// SAFETY: accessed only under the events mutex.
+// SAFETY: reached only through `Locked::log`, under the events mutex.
 unsafe impl Sync for Log {}
 
 static ERROR_LOG: Log = Log(UnsafeCell::new(ErrorLog {
@@ -189,9 +195,8 @@ static ERROR_LOG: Log = Log(UnsafeCell::new(ErrorLog {
     next: 0,
 }));
 
-fn log_error(_g: &Locked, line: &str, kind: ErrKind, pos: usize) {
-    // SAFETY: the events mutex is held (`_g`).
-    let log = unsafe { &mut *ERROR_LOG.0.get() };
+fn log_error(g: &mut Locked, line: &str, kind: ErrKind, pos: usize) {
+    let log = g.log();
     let mut cmd = [0u8; ERROR_CMD_LEN];
     let n = line.len().min(ERROR_CMD_LEN);
     cmd[..n].copy_from_slice(&line.as_bytes()[..n]);
@@ -215,9 +220,8 @@ fn log_error(_g: &Locked, line: &str, kind: ErrKind, pos: usize) {
 
 /// `error_log` content.
 pub(crate) fn write_error_log(w: &mut impl Write) -> core::fmt::Result {
-    let _g = Locked::lock();
-    // SAFETY: the events mutex is held.
-    let log = unsafe { &*ERROR_LOG.0.get() };
+    let mut g = Locked::lock();
+    let log = g.log();
     for k in 0..ERROR_LOG_LEN {
         let i = log.next.wrapping_add(k) % ERROR_LOG_LEN;
         let Some(e) = &log.entries[i] else { continue };
@@ -242,10 +246,7 @@ pub(crate) fn write_error_log(w: &mut impl Write) -> core::fmt::Result {
 
 /// Clears the error log (any write to `error_log`).
 pub(crate) fn clear_error_log() {
-    let _g = Locked::lock();
-    // SAFETY: the events mutex is held.
-    let log = unsafe { &mut *ERROR_LOG.0.get() };
-    log.entries = [const { None }; ERROR_LOG_LEN];
+    Locked::lock().log().entries = [const { None }; ERROR_LOG_LEN];
 }
 
 /// Defined events.
@@ -635,7 +636,7 @@ impl Write for BufWriter<'_> {
 
 /// Handles one line; errors are logged against `line`.
 fn run_line(g: &mut Locked, line: &str) -> Result {
-    let fail = |g: &Locked, kind: ErrKind, pos: usize, e: Error| {
+    let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
         log_error(g, line, kind, pos);
         Err(e)
     };

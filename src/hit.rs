@@ -494,10 +494,10 @@ pub(crate) unsafe extern "C" fn kp_hit_oops(addr: *mut usize, stage: *mut usize)
     let top = cpu.reset_after_oops(crate::kretprobe::abandon_claim);
     OOPS_RESETS.fetch_add(1, Ordering::Relaxed);
     let (a, s) = top.map_or((0, 0), |f| {
-        // SAFETY: a point stays allocated while a CPU is inside its hit.
         let a = if f.point.is_null() {
             0
         } else {
+            // SAFETY: a point stays allocated while a CPU is inside its hit.
             unsafe { (*f.point).addr }
         };
         (a, f.stage)

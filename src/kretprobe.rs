@@ -38,7 +38,7 @@
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
 use crate::percpu::{stage, Cpu, Frame};
-use crate::registry::{self, RegGuard};
+use crate::registry::{self, RegGuard, RegLocked};
 use crate::slots;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
@@ -161,10 +161,21 @@ static POOLS: AtomicUsize = AtomicUsize::new(0);
 static STUBS_END: AtomicUsize = AtomicUsize::new(0);
 
 /// Dead pools with returns still in flight (registration lock).
-struct Zombies(*mut Pool);
-// SAFETY: only used under the registration lock.
-unsafe impl Sync for Zombies {}
-static mut ZOMBIES: Zombies = Zombies(null_mut());
+static ZOMBIES: RegLocked<*mut Pool> = RegLocked::new(null_mut());
+
+/// Puts a dead pool on the zombie list. Registration lock held.
+///
+/// # Safety
+///
+/// `pool` is a live pool that is on no list.
+unsafe fn add_zombie(g: &RegGuard, pool: *mut Pool) {
+    let head = ZOMBIES.get(g);
+    // SAFETY: `g` holds the list's lock; `pool` is live (the contract).
+    unsafe {
+        (*pool).next_zombie = *head;
+        *head = pool;
+    }
+}
 
 extern "C" {
     fn kp_helper_module_get() -> bool;
@@ -295,10 +306,9 @@ pub(crate) fn exit() {
 
 /// Frees dead pools whose returns all came back. Registration lock held.
 fn reap(g: &RegGuard) {
-    // SAFETY: `ZOMBIES` is only used under the registration lock.
+    // SAFETY: `g` holds the list's lock; its members are live pools.
     unsafe {
-        let mut link: *mut *mut Pool =
-            core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ZOMBIES)).0);
+        let mut link: *mut *mut Pool = ZOMBIES.get(g);
         while !(*link).is_null() {
             let p = *link;
             if (*p).inflight.load(Ordering::Acquire) == 0 {
@@ -315,8 +325,8 @@ fn reap(g: &RegGuard) {
 pub(crate) fn reap_all() -> bool {
     let g = RegGuard::lock();
     reap(&g);
-    // SAFETY: under the lock.
-    !unsafe { (*core::ptr::addr_of!(ZOMBIES)).0 }.is_null()
+    // SAFETY: `g` holds the list's lock.
+    !unsafe { *ZOMBIES.get(&g) }.is_null()
 }
 
 fn alloc_pool(rp: *mut KpKretprobe, n: usize, data_size: usize) -> Result<*mut Pool> {
@@ -450,11 +460,8 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
     rp.kp.pre_handler = None;
     rp.kp_private = null_mut();
     let g = RegGuard::lock();
-    // SAFETY: under the lock; the pool is dead now.
-    unsafe {
-        (*pool).next_zombie = (*core::ptr::addr_of!(ZOMBIES)).0;
-        (*core::ptr::addr_of_mut!(ZOMBIES)).0 = pool;
-    }
+    // SAFETY: the pool is dead now, and on no list.
+    unsafe { add_zombie(&g, pool) };
     reap(&g);
 }
 
@@ -468,7 +475,7 @@ pub(crate) fn is_entry_probe(kp: &KpKprobe) -> bool {
 /// pool: returns still in flight run no handler any more (the module that
 /// holds the handler is going away) and the pool waits for them as a
 /// zombie. The caller then unregisters `kp`, which waits a grace period.
-pub(crate) fn forget_if_kretprobe(_g: &RegGuard, kp: *mut KpKprobe) {
+pub(crate) fn forget_if_kretprobe(g: &RegGuard, kp: *mut KpKprobe) {
     // SAFETY: the caller passes a registered probe's valid struct.
     if !is_entry_probe(unsafe { &*kp }) {
         return;
@@ -479,12 +486,12 @@ pub(crate) fn forget_if_kretprobe(_g: &RegGuard, kp: *mut KpKprobe) {
     if pool.is_null() {
         return;
     }
-    // SAFETY: the pool lives until reaped; registration lock held.
+    // SAFETY: the pool lives until reaped; a registered kretprobe's pool
+    // is on no list.
     unsafe {
         (*pool).rp.store(null_mut(), Ordering::Release);
         (*rp).kp_private = null_mut();
-        (*pool).next_zombie = (*core::ptr::addr_of!(ZOMBIES)).0;
-        (*core::ptr::addr_of_mut!(ZOMBIES)).0 = pool;
+        add_zombie(g, pool);
     }
 }
 

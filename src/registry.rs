@@ -307,17 +307,13 @@ const ALL_BITS: u32 = 8;
 /// record's address (registration lock): telling a registered record from a
 /// stale or copied struct and dropping one stay cheap with thousands
 /// registered.
-struct AllProbes([*mut Probe; 1 << ALL_BITS]);
-// SAFETY: only accessed under the registration lock.
-unsafe impl Sync for AllProbes {}
-static mut ALL: AllProbes = AllProbes([null_mut(); 1 << ALL_BITS]);
+static ALL: RegLocked<[*mut Probe; 1 << ALL_BITS]> = RegLocked::new([null_mut(); 1 << ALL_BITS]);
 
 /// The chain head of `probe`'s bucket in `ALL`. Registration lock held.
-fn all_head(_g: &RegGuard, probe: *const Probe) -> *mut *mut Probe {
+fn all_head(g: &RegGuard, probe: *const Probe) -> *mut *mut Probe {
     let h = (probe as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - ALL_BITS);
-    // SAFETY: `ALL` is only used under the registration lock; `h` is below
-    // the bucket count.
-    unsafe { core::ptr::addr_of_mut!((*core::ptr::addr_of_mut!(ALL)).0[h as usize]) }
+    // `h` is below the bucket count (the top ALL_BITS bits).
+    ALL.get(g).cast::<*mut Probe>().wrapping_add(h as usize)
 }
 
 /// Whether probes are armed at all (debugfs `enabled`).
@@ -332,6 +328,27 @@ extern "C" {
 ///
 /// INVARIANT: while a `RegGuard` exists, this task holds the mutex.
 pub(crate) struct RegGuard(());
+
+/// A global that only registration paths touch, under the registration
+/// mutex: reaching it takes a [`RegGuard`], so the "under the lock" claim
+/// is checked by the compiler (as `LockedBy` does in `rust/kernel/sync/`).
+/// What the pointer is used for stays `unsafe`: one access at a time.
+pub(crate) struct RegLocked<T>(core::cell::UnsafeCell<T>);
+
+// SAFETY: the value is only reached through `get`, which needs the
+// registration mutex held: one task at a time.
+unsafe impl<T> Sync for RegLocked<T> {}
+
+impl<T> RegLocked<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        RegLocked(core::cell::UnsafeCell::new(v))
+    }
+
+    /// The value, for as long as the lock is held.
+    pub(crate) fn get(&self, _g: &RegGuard) -> *mut T {
+        self.0.get()
+    }
+}
 
 impl RegGuard {
     /// Takes the registration mutex. Process context.
@@ -378,9 +395,10 @@ pub(crate) fn for_each_point(_g: &RegGuard, mut f: impl FnMut(&'static Point)) {
 }
 
 /// Calls `f` on every registered probe. Registration lock held.
-fn for_each_probe(_g: &RegGuard, mut f: impl FnMut(&Probe)) {
-    // SAFETY: `ALL` is only used under the registration lock.
-    for &head in unsafe { &(*core::ptr::addr_of!(ALL)).0 } {
+fn for_each_probe(g: &RegGuard, mut f: impl FnMut(&Probe)) {
+    // SAFETY: `g` holds the lock `ALL` is under; `f` cannot reach `ALL`
+    // (the chains are not changed while they are walked).
+    for &head in unsafe { &*ALL.get(g) } {
         let mut p = head;
         while !p.is_null() {
             // SAFETY: under the lock nothing is freed.

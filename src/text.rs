@@ -30,8 +30,13 @@ pub(crate) struct Alias {
 
 impl Alias {
     /// Maps the page of `addr`. Process context.
-    pub(crate) fn new(addr: usize) -> Result<Self> {
-        // SAFETY: `addr` is a text address the caller validated.
+    ///
+    /// # Safety
+    ///
+    /// `addr` is kernel or module text, and what is written through the
+    /// alias keeps [`write`]'s contract.
+    pub(crate) unsafe fn new(addr: usize) -> Result<Self> {
+        // SAFETY: `addr` is a text address (the caller's contract).
         let page = unsafe { kp_helper_text_page(addr) };
         if page.is_null() {
             return Err(EFAULT);
@@ -66,18 +71,33 @@ impl Drop for Alias {
 /// lock (taken before `text_mutex`, never after), so that no two of our
 /// writers race on one page. (arm64: text that no CPU runs yet; live text
 /// is written through `Alias` under `stop_machine()`.)
-pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result {
+///
+/// # Safety
+///
+/// `[addr, addr + bytes.len())` is kernel or module text the engine owns
+/// for this write, and no CPU can execute a torn instruction there: the
+/// first byte of an instruction the engine prepared (its breakpoint or the
+/// original byte back; one byte is written atomically), bytes under an
+/// armed breakpoint or prepared jump that no CPU executes, or a slot or
+/// stub of the engine's own area that nothing branches to yet (or any
+/// more).
+pub(crate) unsafe fn write(addr: usize, bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();
-    write_locked(addr, bytes)
+    // SAFETY: the caller's contract.
+    unsafe { write_locked(addr, bytes) }
 }
 
 /// [`write`], but only if the text at `addr` still holds `expect` (as long
 /// as `bytes`), checked under the same hold of `text_mutex`: `EBUSY` when
 /// another writer (the kernel's kprobes, a static key, kgdb) changed it
 /// since the caller looked.
+///
+/// # Safety
+///
+/// As [`write`], for `bytes`; `expect` is no longer than `bytes`.
 // Only the x86_64 jump optimizer writes over text it checked earlier.
 #[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
-pub(crate) fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Result {
+pub(crate) unsafe fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();
     for (i, &e) in expect.iter().enumerate() {
         // SAFETY: kernel text the caller owns a probe in: mapped, readable.
@@ -85,15 +105,22 @@ pub(crate) fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Re
             return Err(EBUSY);
         }
     }
-    write_locked(addr, bytes)
+    // SAFETY: the caller's contract.
+    unsafe { write_locked(addr, bytes) }
 }
 
-fn write_locked(addr: usize, bytes: &[u8]) -> Result {
+/// [`write`] with `text_mutex` held.
+///
+/// # Safety
+///
+/// As [`write`].
+unsafe fn write_locked(addr: usize, bytes: &[u8]) -> Result {
     let mut done = 0;
     while done < bytes.len() {
         let at = addr + done;
         let n = core::cmp::min(bytes.len() - done, PAGE_SIZE - at % PAGE_SIZE);
-        let alias = Alias::new(at)?;
+        // SAFETY: `at` is inside the caller's range (the contract).
+        let alias = unsafe { Alias::new(at) }?;
         // SAFETY: the alias maps the whole page writable; `n` bytes from
         // `at` stay in it; `bytes[done..done + n]` is readable.
         unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(done), alias.ptr(), n) };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The C of the KUnit module, for what Rust cannot reach:
- * - NMIs for the kp_nmi suite (tests/nmi_suite.rs) that run a test
+ * - NMIs for the kp_nmi suite (tests/kp_nmi.rs) that run a test
  *   function on the current CPU: x86_64, an NMI handler and a self-IPI with
  *   NMI delivery, from any context (also from inside a probe handler, with
  *   interrupts off; register_nmi_handler() and in_nmi() are macros,

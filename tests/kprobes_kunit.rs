@@ -47,28 +47,28 @@ mod decode;
 
 #[macro_use]
 mod insn_table;
-mod alloc_fail_suite;
-mod api_suite;
-mod coexist_suite;
-mod core_suite;
-mod events_suite;
-mod ftrace_suite;
-mod hostile_suite;
-mod kernel_suite;
-mod kret_suite;
-mod mass_suite;
-mod nmi_suite;
-#[cfg(CONFIG_X86_64)]
-mod opt_x86_64;
-mod probe_suite;
-mod random_suite;
+mod kp_alloc_fail;
+mod kp_api;
 #[cfg(CONFIG_ARM64)]
-mod sim_arm64;
+mod kp_arm64_sim;
+mod kp_coexist;
+mod kp_core;
+mod kp_events;
+mod kp_ftrace;
+mod kp_hostile;
+mod kp_kernel;
+mod kp_kret;
+mod kp_mass;
+mod kp_nmi;
+mod kp_probe;
+mod kp_random;
+mod kp_smoke;
+mod kp_trap_path;
 #[cfg(CONFIG_X86_64)]
-mod sim_x86_64;
-mod smoke;
+mod kp_x86_emu;
+#[cfg(CONFIG_X86_64)]
+mod kp_x86_opt;
 mod targets;
-mod trap_suite;
 
 use kernel::prelude::*;
 

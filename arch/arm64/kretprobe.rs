@@ -73,7 +73,9 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
 pub(crate) fn write_kret_stub(stub: usize, _index: usize) -> Result {
     let tramp = kp_arm64_kret_trampoline as *const () as usize;
     let b = decode::b(stub as u64, tramp as u64).ok_or(ERANGE)?;
-    patch::write_idle(stub, &[b, decode::brk(KP_BRK_SS_IMM)])
+    // SAFETY: a stub of a pool being built: published only after
+    // `kret_stubs_written`.
+    unsafe { patch::write_idle(stub, &[b, decode::brk(KP_BRK_SS_IMM)]) }
 }
 
 /// Every CPU synchronises before the new stubs are used.
@@ -84,7 +86,8 @@ pub(crate) fn kret_stubs_written() {
 /// Refills a stub before its slot is reused.
 pub(crate) fn clear_kret_stub(stub: usize) {
     let brk = decode::brk(KP_BRK_SS_IMM);
-    let _ = patch::write_idle(stub, &[brk, brk]);
+    // SAFETY: the stub's pool is freed: no return goes there any more.
+    let _ = unsafe { patch::write_idle(stub, &[brk, brk]) };
 }
 
 /// The return address at a function's entry: x30.

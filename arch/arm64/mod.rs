@@ -384,7 +384,8 @@ pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchI
         };
         // Published by `arm`, whose stop_machine() makes every CPU
         // synchronise before the BRK can send one here.
-        if let Err(e) = patch::write_idle(slot, &words) {
+        // SAFETY: a slot just allocated; nothing branches there yet.
+        if let Err(e) = unsafe { patch::write_idle(slot, &words) } {
             slots::free(slot);
             return Err(e);
         }
@@ -410,12 +411,15 @@ pub(crate) fn release(insn: ArchInsn) {
 
 /// Writes the BRK.
 pub(crate) fn arm(addr: usize, _insn: &ArchInsn) -> Result {
-    patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)])
+    // SAFETY: `addr` is the instruction `prepare` decoded and validated
+    // (the registry arms only prepared points); every CPU is stopped.
+    unsafe { patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)]) }
 }
 
 /// Restores the original instruction.
 pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
-    patch::write_insns(addr, &[insn.orig])
+    // SAFETY: as in `arm`: the original instruction goes back.
+    unsafe { patch::write_insns(addr, &[insn.orig]) }
 }
 
 /// PSTATE.{D,A,I,F}.
@@ -662,5 +666,6 @@ pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt
 /// loudly).
 pub(crate) fn clear_slot(slot: usize) {
     let brk = decode::brk(KP_BRK_SS_IMM);
-    let _ = patch::write_idle(slot, &[brk; SLOT_SIZE / 4]);
+    // SAFETY: a freed slot: nothing branches there (every task left it).
+    let _ = unsafe { patch::write_idle(slot, &[brk; SLOT_SIZE / 4]) };
 }

@@ -95,14 +95,20 @@ unsafe extern "C" fn patch_cb(data: *mut c_void) -> c_int {
 /// anything branches there, the publisher makes every CPU synchronise its
 /// context (the `stop_machine()` of arming, or [`sync_all`]). Process
 /// context; registration lock held.
-pub(crate) fn write_idle(addr: usize, insns: &[u32]) -> Result {
+///
+/// # Safety
+///
+/// `[addr, addr + 4 * insns.len())` is a slot or stub of the engine's own
+/// area that no CPU executes, and nothing branches there until published.
+pub(crate) unsafe fn write_idle(addr: usize, insns: &[u32]) -> Result {
     if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
         return Err(EINVAL);
     }
     // SAFETY: the words' own bytes, in memory order (as they are fetched).
     let bytes =
         unsafe { core::slice::from_raw_parts(insns.as_ptr().cast::<u8>(), insns.len() * 4) };
-    text::write(addr, bytes)?;
+    // SAFETY: idle text of the engine's (the caller's contract).
+    unsafe { text::write(addr, bytes) }?;
     // SAFETY: cache maintenance by VA on mapped kernel text.
     unsafe { caches_clean_inval_pou(addr, addr + insns.len() * 4) };
     Ok(())
@@ -117,11 +123,18 @@ pub(crate) fn sync_all() {
 
 /// Writes `insns` at `addr` (4-byte aligned, within one page) while no
 /// other CPU runs. Process context; registration lock held.
-pub(crate) fn write_insns(addr: usize, insns: &[u32]) -> Result {
+///
+/// # Safety
+///
+/// `addr` is an instruction the engine prepared (its BRK, or the original
+/// instruction back), or `insns` are otherwise what that text may hold
+/// when every CPU resumes.
+pub(crate) unsafe fn write_insns(addr: usize, insns: &[u32]) -> Result {
     if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
         return Err(EINVAL);
     }
-    let alias = text::Alias::new(addr)?;
+    // SAFETY: text the caller owns for this write (the contract).
+    let alias = unsafe { text::Alias::new(addr) }?;
     let job = Job {
         addr,
         alias: alias.ptr().cast(),

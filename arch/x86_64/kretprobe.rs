@@ -74,7 +74,9 @@ pub(crate) fn write_kret_stub(stub: usize, index: usize) -> kernel::error::Resul
     code[0] = 0x68;
     code[1..5].copy_from_slice(&idx.to_le_bytes());
     super::put_rel32(&mut code, 5, 0xe9, stub, tramp)?;
-    text::write(stub, &code)
+    // SAFETY: a stub of a pool being built: published only after
+    // `kret_stubs_written`.
+    unsafe { text::write(stub, &code) }
 }
 
 /// Makes every CPU see freshly written stubs.
@@ -85,7 +87,8 @@ pub(crate) fn kret_stubs_written() {
 
 /// Refills a stub with int3 before its slot is reused.
 pub(crate) fn clear_kret_stub(stub: usize) {
-    let _ = text::write(stub, &[super::INT3; 10]);
+    // SAFETY: the stub's pool is freed: no return goes there any more.
+    let _ = unsafe { text::write(stub, &[super::INT3; 10]) };
 }
 
 /// The return address at a function's entry (trap frame of its probe).

@@ -646,7 +646,8 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
         Ok(())
     });
-    if let Err(e) = built.and_then(|()| text::write(slot, &copy)) {
+    // SAFETY: a slot just allocated; nothing jumps there until armed.
+    if let Err(e) = built.and_then(|()| unsafe { text::write(slot, &copy) }) {
         slots::free(slot);
         pr_err!("x86: cannot prepare the copy of {:#x}: {:?}\n", addr, e);
         return Err(e);
@@ -734,8 +735,12 @@ pub(crate) fn release(insn: ArchInsn) {
             // after every task left it.
             slots::free_deferred(insn.slot);
         } else {
-            // Refill with int3 so that a stale jump into the slot traps loudly.
-            let _ = text::write(insn.slot, &[INT3; SLOT_SIZE]);
+            // Refill with int3 so that a stale jump into the slot traps
+            // loudly.
+            // SAFETY: a non-boosted copy is only entered from its trap
+            // with interrupts off; the point is gone and a grace period
+            // passed: no CPU is in it.
+            let _ = unsafe { text::write(insn.slot, &[INT3; SLOT_SIZE]) };
             slots::free(insn.slot);
         }
     }
@@ -743,13 +748,16 @@ pub(crate) fn release(insn: ArchInsn) {
 
 /// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
 pub(crate) fn clear_slot(slot: usize) {
-    let _ = text::write(slot, &[INT3; SLOT_SIZE]);
+    // SAFETY: a deferred-freed slot: every task has left it.
+    let _ = unsafe { text::write(slot, &[INT3; SLOT_SIZE]) };
 }
 
 /// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
 /// executes either the old instruction or the int3.
 pub(crate) fn arm(addr: usize, _insn: &ArchInsn) -> Result {
-    text::write(addr, &[INT3])?;
+    // SAFETY: the first byte of the instruction `prepare` decoded and
+    // validated (the registry arms only prepared points).
+    unsafe { text::write(addr, &[INT3]) }?;
     // SAFETY: process context.
     unsafe { kp_helper_sync_all_cores() };
     Ok(())
@@ -757,7 +765,8 @@ pub(crate) fn arm(addr: usize, _insn: &ArchInsn) -> Result {
 
 /// Restores the original first byte.
 pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
-    text::write(addr, &insn.orig[..1])?;
+    // SAFETY: as in `arm`: the original byte goes back.
+    unsafe { text::write(addr, &insn.orig[..1]) }?;
     // SAFETY: process context.
     unsafe { kp_helper_sync_all_cores() };
     Ok(())

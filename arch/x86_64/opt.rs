@@ -306,7 +306,8 @@ pub(crate) fn prepare(
             place_copy(&mut code, HEAD + (a - addr), insn, bytes, *a, detour)?;
         }
         put_rel32(&mut code, HEAD + span, 0xe9, detour, addr + span)?;
-        text::write(detour, &code)
+        // SAFETY: a slot just allocated; nothing jumps there yet.
+        unsafe { text::write(detour, &code) }
     })();
     if built.is_err() {
         slots::free(detour);
@@ -356,18 +357,24 @@ pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
     let (Some(orig), Some(new)) = (opt.orig.get(tail.clone()), code.get(tail)) else {
         return Err(EINVAL);
     };
-    text::write_if_unchanged(addr + 1, orig, new)?;
+    // SAFETY: the bytes under the armed int3 at `addr` (no CPU executes
+    // them: hits resume in the detour, and the function scan found no
+    // branch into them), as prepared.
+    unsafe { text::write_if_unchanged(addr + 1, orig, new) }?;
     sync();
-    text::write(addr, &code[..1])?;
+    // SAFETY: the first byte, int3 to `jmp` (one byte, atomic).
+    unsafe { text::write(addr, &code[..1]) }?;
     sync();
     Ok(())
 }
 
 /// Puts the breakpoint back in place of the jump, then the original tail.
 pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
-    text::write(addr, &[INT3])?;
+    // SAFETY: the first byte of the jump back to int3 (atomic).
+    unsafe { text::write(addr, &[INT3]) }?;
     sync();
-    text::write(addr + 1, &opt.orig[1..span(opt)])?;
+    // SAFETY: the bytes under the int3 again; the original instructions.
+    unsafe { text::write(addr + 1, &opt.orig[1..span(opt)]) }?;
     sync();
     Ok(())
 }

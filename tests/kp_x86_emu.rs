@@ -272,7 +272,7 @@ fn x86_emulated_and_stepped_classes(t: &mut Test) {
     crate::insn_table::check(t, FUNCS, true, runs, Some(traps));
 }
 
-use crate::api_suite::{api_fault_handler, api_fault_handler_fixes_memory, api_fault_in_handler};
+use crate::kp_api::{api_fault_handler, api_fault_handler_fixes_memory, api_fault_in_handler};
 
 kunit_suite!(
     kp_x86_emu,

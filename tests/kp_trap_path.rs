@@ -23,8 +23,8 @@
 //!   derivation hangs or panics the guest here.
 
 use crate::kp::{self, KpKprobe};
+use crate::kp_random::read_text;
 use crate::kunit::Test;
-use crate::random_suite::read_text;
 use crate::util::{register, unregister, EINVAL};
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -265,7 +265,7 @@ fn one_call_beyond_the_trap_path(t: &mut Test) {
             let outside = |tg: &usize| !(r.start..r.end).contains(tg) && !listed(*tg);
             if let Some((s, size)) = target
                 .filter(outside)
-                .and_then(crate::random_suite::function_at)
+                .and_then(crate::kp_random::function_at)
             {
                 if size > 0
                     && boundary.len() < MAX_BOUNDARY_FNS

@@ -25,8 +25,8 @@
 //! any splat; on the debug kernel lockdep, KASAN and kmemleak watch too.
 
 use crate::kp::{self, KpKprobe, KpKretprobe, KpKretprobeInstance};
+use crate::kp_random::{pick, read_text, seed, Region, Rng};
 use crate::kunit::Test;
-use crate::random_suite::{pick, read_text, seed, Region, Rng};
 use crate::util::{disable, register, run, Worker};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
@@ -293,8 +293,8 @@ fn mass_probes_under_workload(t: &mut Test) {
         match register(&mut m.kp) {
             0 => {}
             e => {
-                refused[crate::random_suite::refusal_kind(e)] += 1;
-                if crate::random_suite::refusal_kind(e) == 4 {
+                refused[crate::kp_random::refusal_kind(e)] += 1;
+                if crate::kp_random::refusal_kind(e) == 4 {
                     t.info(format_args!("{:#x}: unexpected error {}", addr, e));
                 }
                 continue;
@@ -483,7 +483,7 @@ fn mass_probes_under_workload(t: &mut Test) {
     LATE_CALLS.store(0, Ordering::SeqCst);
     work(0);
     work(0);
-    crate::random_suite::workload();
+    crate::kp_random::workload();
     AFTER.store(false, Ordering::SeqCst);
     kp_expect_eq!(t, LATE_CALLS.load(Ordering::SeqCst), 0);
     kp_expect!(t, probes.iter().all(|m| crate::util::cleared(&m.kp)));
