@@ -18,3 +18,16 @@ pub mod ksym;
 /// The `kprobe_events` grammar (`src/event_parse.rs`).
 #[path = "../src/event_parse.rs"]
 pub mod event_parse;
+
+/// x86_64 register names of the grammar (`arch/x86_64/event_regs.rs`).
+#[path = "../arch/x86_64/event_regs.rs"]
+pub mod x86_event_regs;
+
+/// arm64 register names of the grammar (`arch/arm64/event_regs.rs`).
+#[path = "../arch/arm64/event_regs.rs"]
+pub mod arm64_event_regs;
+
+/// The grammar's register table for x86_64.
+pub const X86_64_REGS: &event_parse::RegTable = x86_event_regs::EVENT_REGS;
+/// The grammar's register table for arm64.
+pub const ARM64_REGS: &event_parse::RegTable = arm64_event_regs::EVENT_REGS;

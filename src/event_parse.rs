@@ -215,70 +215,6 @@ fn err<T>(kind: ErrKind, pos: usize) -> Res<T> {
 /// in struct pt_regs)`.
 pub type RegTable = [(&'static str, u16)];
 
-/// x86_64: `struct pt_regs` word order (the names of `%REG`, as the
-/// kernel's `regs_query_register_offset()` knows them).
-pub const X86_64_REGS: &RegTable = &[
-    ("r15", 0),
-    ("r14", 1),
-    ("r13", 2),
-    ("r12", 3),
-    ("bp", 4),
-    ("bx", 5),
-    ("r11", 6),
-    ("r10", 7),
-    ("r9", 8),
-    ("r8", 9),
-    ("ax", 10),
-    ("cx", 11),
-    ("dx", 12),
-    ("si", 13),
-    ("di", 14),
-    ("orig_ax", 15),
-    ("ip", 16),
-    ("cs", 17),
-    ("flags", 18),
-    ("sp", 19),
-    ("ss", 20),
-];
-
-/// arm64: `x0`..`x30`, `sp`, `pc`, `pstate`.
-pub const ARM64_REGS: &RegTable = &[
-    ("x0", 0),
-    ("x1", 1),
-    ("x2", 2),
-    ("x3", 3),
-    ("x4", 4),
-    ("x5", 5),
-    ("x6", 6),
-    ("x7", 7),
-    ("x8", 8),
-    ("x9", 9),
-    ("x10", 10),
-    ("x11", 11),
-    ("x12", 12),
-    ("x13", 13),
-    ("x14", 14),
-    ("x15", 15),
-    ("x16", 16),
-    ("x17", 17),
-    ("x18", 18),
-    ("x19", 19),
-    ("x20", 20),
-    ("x21", 21),
-    ("x22", 22),
-    ("x23", 23),
-    ("x24", 24),
-    ("x25", 25),
-    ("x26", 26),
-    ("x27", 27),
-    ("x28", 28),
-    ("x29", 29),
-    ("x30", 30),
-    ("sp", 31),
-    ("pc", 32),
-    ("pstate", 33),
-];
-
 /// Where a probe goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Location<'a> {
@@ -604,7 +540,8 @@ fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Opti
 }
 
 /// Parses one line of `kprobe_events` (without the newline). `regs` is the
-/// architecture's register table ([`X86_64_REGS`], [`ARM64_REGS`]).
+/// architecture's register table (`EVENT_REGS` of each backend under
+/// `arch/`: `arch/*/event_regs.rs`).
 pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>> {
     let line = match line.find('#') {
         Some(i) => sub(line, 0, i),

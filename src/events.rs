@@ -36,10 +36,8 @@ const ERROR_LOG_LEN: usize = 8;
 /// Longest command kept in the error log.
 const ERROR_CMD_LEN: usize = 256;
 
-#[cfg(CONFIG_X86_64)]
-const REGS: &ep::RegTable = ep::X86_64_REGS;
-#[cfg(CONFIG_ARM64)]
-const REGS: &ep::RegTable = ep::ARM64_REGS;
+/// This architecture's `%REG` names.
+const REGS: &ep::RegTable = crate::arch::event_regs::EVENT_REGS;
 
 extern "C" {
     fn kp_events_set_event_mutex(m: *mut c_void);

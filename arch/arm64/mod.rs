@@ -51,6 +51,13 @@ macro_rules! regs_x2_x30 {
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+/// The most a registry `Point` may take here (a `kmem_cache` of its exact size; no kmalloc-48 on arm64).
+pub(crate) const POINT_MAX_SIZE: usize = 48;
+
+/// The register names of the `kprobe_events` grammar (pure, `pub` for the
+/// host crate).
+#[allow(unreachable_pub)]
+pub(crate) mod event_regs;
 mod kretprobe;
 mod patch;
 mod post;

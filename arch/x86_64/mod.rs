@@ -146,7 +146,14 @@ unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+/// The most a registry `Point` may take here (with the jump optimizer's state).
+pub(crate) const POINT_MAX_SIZE: usize = 128;
+
 mod emulate;
+/// The register names of the `kprobe_events` grammar (pure, `pub` for the
+/// host crate).
+#[allow(unreachable_pub)]
+pub(crate) mod event_regs;
 mod ftrace;
 mod kretprobe;
 mod opt;

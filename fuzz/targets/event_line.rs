@@ -7,9 +7,8 @@
 //! generated event name is an identifier.
 #![no_main]
 
-use kprobes_logic::event_parse::{
-    parse_line, Command, ProbeDef, ARM64_REGS, MAX_EVENT_NAME_LEN, X86_64_REGS,
-};
+use kprobes_logic::event_parse::{parse_line, Command, ProbeDef, MAX_EVENT_NAME_LEN};
+use kprobes_logic::{ARM64_REGS, X86_64_REGS};
 use libfuzzer_sys::{fuzz_mutator, fuzz_target};
 
 fn check(d: &ProbeDef<'_>, regs: &'static kprobes_logic::event_parse::RegTable) {

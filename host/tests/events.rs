@@ -4,9 +4,9 @@
 //! it accepts round-trips through its canonical form.
 
 use kprobes_logic::event_parse::{
-    parse_line, Command, ErrKind, Location, Op, ProbeDef, Type, ARM64_REGS, DEFAULT_GROUP,
-    MAX_EVENT_NAME_LEN, X86_64_REGS,
+    parse_line, Command, ErrKind, Location, Op, ProbeDef, Type, DEFAULT_GROUP, MAX_EVENT_NAME_LEN,
 };
+use kprobes_logic::{ARM64_REGS, X86_64_REGS};
 
 fn probe(line: &str) -> ProbeDef<'_> {
     match parse_line(line, X86_64_REGS) {
