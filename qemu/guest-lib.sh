@@ -370,3 +370,25 @@ brk_shared() {
 	echo "$prof" | grep -qE '^ +v +[1-9][0-9]* +[1-9][0-9]*$' ||
 		{ echo "brk_shared: event hits and nested misses wanted: $prof"; return 1; }
 }
+
+# --- the function graph tracer and the engine's return probes ---------------
+# Both hijack do_sys_open's return (whichever ftrace calls first is undone
+# last); nothing may break, and the return probe reports the real caller,
+# not the tracer's return_to_handler.
+fgraph_kret() {
+	echo do_sys_open >$T/set_graph_function || return 1
+	echo function_graph >$T/current_tracer || return 1
+	echo 'r:kp_fg/r do_sys_open ret=$retval:s64' >>$E && echo 1 >$T/events/kp_fg/r/enable || return 1
+	cat $TESTFILE >/dev/null
+	cat /nonexistent-kp 2>/dev/null
+	echo 0 >$T/events/kp_fg/r/enable
+	graphed=$(grep -c 'do_sys_open() {' $T/trace)
+	real=$(grep -cE '/\* r: \([a-z_0-9.]+\+0x[0-9a-f]+/0x[0-9a-f]+ <- do_sys_open\) ret=' $T/trace)
+	enoent=$(grep -c '<- do_sys_open) ret=-2' $T/trace)
+	lies=$(grep -c 'return_to_handler' $T/trace)
+	echo '-:kp_fg/r' >>$E
+	echo nop >$T/current_tracer
+	echo >$T/set_graph_function
+	echo "fgraph_kret: $graphed graphed calls, $real returns with a real caller ($enoent ENOENT), $lies through return_to_handler"
+	[ "$graphed" -gt 0 ] && [ "$real" -gt 0 ] && [ "$enoent" -gt 0 ] && [ "$lies" = 0 ]
+}

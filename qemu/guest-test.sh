@@ -77,6 +77,7 @@ if true; then
 	run_events_stress
 	check module-churn-100 module_churn
 	run_access
+	check kretprobe-under-function-graph fgraph_kret
 	[ "$ARCH" = aarch64 ] && check brk-hook-shared-with-function-tracer brk_shared
 	run_oops
 fi

@@ -54,6 +54,10 @@ struct Instance {
     /// [`FREE`], [`CLAIMED`] (an entry is filling it in) or [`HIJACKED`]
     /// (a return is outstanding; `header` is complete).
     state: AtomicU8,
+    /// The function graph tracer had hijacked this return first: the stub
+    /// returns to its `return_to_handler`, and `header.ret_addr` is the
+    /// real caller the tracer saved.
+    via_graph: bool,
     stub: usize,
     header: KpKretprobeInstance,
     // `data_size` bytes follow.
@@ -527,7 +531,10 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     let inst = unsafe { &mut *inst };
     inst.header.rp = rp;
     inst.header.fp = arch::regs::sp(regs);
-    inst.header.ret_addr = arch::kret_return_address(regs);
+    let ret = arch::kret_return_address(regs);
+    let real = crate::symbols::graph_return_address(ret, arch::kret_graph_retp(regs));
+    inst.via_graph = real.is_some();
+    inst.header.ret_addr = real.unwrap_or(ret);
     let release = |inst: &Instance| inst.state.store(FREE, Ordering::Release);
     // SAFETY: `rp` is live.
     if let Some(eh) = unsafe { (*rp).entry_handler } {
@@ -570,8 +577,15 @@ pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
     let inst = unsafe { &mut *inst };
     // SAFETY: as above, for its pool.
     let pool = unsafe { &*inst.pool };
-    let ret = inst.header.ret_addr;
-    arch::regs::set_ip(regs, ret);
+    // The handler sees the real return address; the return goes where the
+    // hijacked slot pointed (the function graph tracer's handler, if it
+    // came first, which then returns to the same real address).
+    let ret = if inst.via_graph {
+        crate::symbols::return_to_handler()
+    } else {
+        inst.header.ret_addr
+    };
+    arch::regs::set_ip(regs, inst.header.ret_addr);
     let rp = pool.rp.load(Ordering::Acquire);
     if !rp.is_null() {
         // SAFETY: interrupts are off.

@@ -29,6 +29,10 @@ static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
 static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
+/// `ftrace_graph_ret_addr()` and `return_to_handler` (function graph
+/// tracer; 0 without it).
+static GRAPH_RET_ADDR: AtomicUsize = AtomicUsize::new(0);
+static RETURN_TO_HANDLER: AtomicUsize = AtomicUsize::new(0);
 
 /// The lock a reserved-text check must run under, as the kernel's kprobes
 /// take it (`check_kprobe_address_safe()`, `prepare_kprobe()`).
@@ -267,6 +271,15 @@ pub(crate) fn init() -> Result {
         lookup_name(c_str!("kallsyms_lookup_size_offset")).unwrap_or(0),
         Ordering::Release,
     );
+    // Not exported; a kretprobe entry after the function graph tracer's
+    // finds its return address replaced by `return_to_handler`.
+    if let (Some(f), Some(r)) = (
+        lookup_name(c_str!("ftrace_graph_ret_addr")),
+        lookup_name(c_str!("return_to_handler")),
+    ) {
+        GRAPH_RET_ADDR.store(f, Ordering::Release);
+        RETURN_TO_HANDLER.store(r, Ordering::Release);
+    }
     STEXT.store(s, Ordering::Relaxed);
     ETEXT.store(e, Ordering::Relaxed);
     TEXT.store(
@@ -395,6 +408,46 @@ pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
             &mut f as *mut F as *mut kernel::ffi::c_void,
         );
     }
+}
+
+/// `return_to_handler`, the function graph tracer's return hook (0 without
+/// the tracer).
+pub(crate) fn return_to_handler() -> usize {
+    RETURN_TO_HANDLER.load(Ordering::Acquire)
+}
+
+/// The real return address behind `ret` when `ret` is the function graph
+/// tracer's `return_to_handler` (it hijacked this return before the
+/// engine): the address its shadow stack saved for the frame whose return
+/// slot (x86_64) or frame pointer (arm64) is `retp`, as the unwinders ask
+/// it. `None` when `ret` is not the tracer's, or it has no entry for that
+/// frame. The current task, preemption off.
+pub(crate) fn graph_return_address(ret: usize, retp: usize) -> Option<usize> {
+    let r = RETURN_TO_HANDLER.load(Ordering::Acquire);
+    if r == 0 || ret != r {
+        return None;
+    }
+    let f = GRAPH_RET_ADDR.load(Ordering::Acquire);
+    let mut idx: kernel::ffi::c_int = 0;
+    // SAFETY: `f` is `ftrace_graph_ret_addr`, resolved with
+    // `return_to_handler` in `init`, with the C signature `unsigned long
+    // (struct task_struct *, int *, unsigned long, unsigned long *)`; it only
+    // reads the current task's shadow stack.
+    let real = unsafe {
+        let g: unsafe extern "C" fn(
+            *mut bindings::task_struct,
+            *mut kernel::ffi::c_int,
+            c_ulong,
+            *mut c_ulong,
+        ) -> c_ulong = core::mem::transmute(f);
+        g(
+            bindings::get_current(),
+            &mut idx,
+            ret as c_ulong,
+            retp as *mut c_ulong,
+        )
+    } as usize;
+    (real != ret).then_some(real)
 }
 
 /// Whether the instruction at `addr` has an exception-table entry (a fixup

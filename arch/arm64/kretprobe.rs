@@ -95,6 +95,13 @@ pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
     super::regs::x(regs, 30).unwrap_or(0)
 }
 
+/// Where the function graph tracer recorded this frame (its `retp`): the
+/// frame pointer at the function's entry (arm64 `prepare_ftrace_return()`
+/// passes the caller's x29); the probe sits before the prologue saves it.
+pub(crate) fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
+    super::regs::x(regs, 29).unwrap_or(0)
+}
+
 /// Sends the function's return to `stub`.
 pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
     super::regs::set_x(regs, 30, stub);

@@ -71,7 +71,8 @@ use decode::Class;
 use kernel::bindings;
 use kernel::prelude::*;
 pub(crate) use kretprobe::{
-    clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
+    clear_kret_stub, kret_graph_retp, kret_hijack, kret_return_address, kret_stubs_written,
+    write_kret_stub,
 };
 
 /// An ftrace call site (the `nop`/`bl` at function + 4) owns the 8-byte ops

@@ -97,6 +97,12 @@ pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
     unsafe { *(regs.sp as *const usize) }
 }
 
+/// Where the function graph tracer recorded this frame (its `retp`): the
+/// return address slot, at the stack pointer on entry.
+pub(crate) fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
+    regs.sp as usize
+}
+
 /// Sends the function's return to `stub`.
 pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
     // SAFETY: at the entry `sp` points at the return address.

@@ -168,7 +168,8 @@ use decode::{decode, Class, MAX_INSN_LEN};
 use kernel::bindings;
 use kernel::prelude::*;
 pub(crate) use kretprobe::{
-    clear_kret_stub, kret_hijack, kret_return_address, kret_stubs_written, write_kret_stub,
+    clear_kret_stub, kret_graph_retp, kret_hijack, kret_return_address, kret_stubs_written,
+    write_kret_stub,
 };
 
 /// How far before an ftrace call site its bytes reach: none on x86_64 (the
