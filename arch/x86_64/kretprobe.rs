@@ -100,7 +100,7 @@ pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
 /// Where the function graph tracer recorded this frame (its `retp`): the
 /// return address slot, at the stack pointer on entry.
 pub(crate) fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
-    regs.sp as usize
+    regs.sp
 }
 
 /// Sends the function's return to `stub`.
