@@ -52,6 +52,16 @@ pub(crate) fn enabled() -> bool {
 /// Makes the ftrace call site `addr` call the engine: directly (true) or
 /// through the shared `ftrace_ops` (false). Registration lock held.
 pub(crate) fn arm(addr: usize) -> Result<bool> {
+    // ftrace checks the site's bytes before it patches them and, finding
+    // someone else's breakpoint there (kgdb, a text_poke_bp() that is not
+    // ftrace's), warns and shuts itself down for good: refuse first.
+    if crate::arch::breakpoint_at(addr) {
+        pr_err!(
+            "ftrace site {:#x}: someone else's breakpoint is there\n",
+            addr
+        );
+        return Err(EBUSY);
+    }
     // SAFETY: process context, registration lock held (the C side counts).
     let r = unsafe { kp_ftrace_arm(addr) };
     if r < 0 {

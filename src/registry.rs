@@ -1254,7 +1254,20 @@ fn set_disabled(p: &mut KpKprobe, disabled: bool) -> Result {
     }
     if !pp.is_null() {
         // SAFETY: points are live under the lock.
-        sync_armed(&g, unsafe { &*pp })?;
+        let point = unsafe { &*pp };
+        if let Err(e) = sync_armed(&g, point) {
+            if !disabled {
+                // Not armed (someone else's patch is there now, or no
+                // memory): the probe stays disabled, as it was.
+                probe.disabled.store(true, Ordering::Relaxed);
+                // SAFETY: as above.
+                unsafe { update_flags(p, KP_FLAG_DISABLED, 0) };
+                if probe.step {
+                    refresh_post(point);
+                }
+            }
+            return Err(e);
+        }
     }
     if disabled {
         // On return the handlers no longer run anywhere.

@@ -95,7 +95,8 @@ pub(crate) unsafe fn write(addr: usize, bytes: &[u8]) -> Result {
 /// # Safety
 ///
 /// As [`write`], for `bytes`; `expect` is no longer than `bytes`.
-// Only the x86_64 jump optimizer writes over text it checked earlier.
+// The x86_64 backend's writes over bytes it checked earlier (arm64 checks
+// inside its stop_machine() callback instead).
 #[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
 pub(crate) unsafe fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();

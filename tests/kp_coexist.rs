@@ -23,11 +23,15 @@
 //!   the kernel decides, both work or the kernel refuses, and the function
 //!   returns the right value; unregistering in either order restores the
 //!   text.
+//! - The engine's disabled (its text restored), the kernel's arrives at
+//!   the same instruction: enabling the engine's is refused (`-EBUSY`, the
+//!   byte is not the original one any more) and leaves it disabled; the
+//!   kernel's sees every hit; once the kernel's is gone, enabling works.
 
 use crate::kp::KpKprobe;
 use crate::kunit::Test;
 use crate::targets::{addr_of, args_expected, kp_kunit_args};
-use crate::util::{insn_len_at, register, text_word, unregister};
+use crate::util::{disable, enable, insn_len_at, register, text_word, unregister};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::ffi::{c_int, c_ulong};
@@ -250,11 +254,64 @@ fn kernel_optimized_first(t: &mut Test) {
     call_checks(t, "after both went");
 }
 
+fn kernel_while_disabled(t: &mut Test) {
+    let [_, b, _] = insns();
+    let wb = text_word(b);
+    HITS.store(0, Ordering::SeqCst);
+    let mut p = engine_probe(b);
+    kp_expect_eq!(t, register(&mut p), 0);
+    kp_expect_eq!(t, disable(&mut p), 0);
+    kp_expect_eq!(t, text_word(b), wb, "the original back while disabled");
+    // SAFETY: a kernel kprobe (with a post handler: it keeps its
+    // breakpoint) on this module's own function.
+    let r = unsafe { kp_test_kernel_kprobe_at(b, true, true) };
+    kp_expect_eq!(
+        t,
+        r,
+        0,
+        "the kernel's kprobe where the engine's is disabled"
+    );
+    if r == 0 {
+        kp_expect_eq!(
+            t,
+            enable(&mut p),
+            EBUSY,
+            "enable over the kernel's breakpoint"
+        );
+        kp_expect!(
+            t,
+            p.flags & crate::kp::KP_FLAG_DISABLED != 0,
+            "still disabled"
+        );
+        call_checks(t, "the kernel's kprobe, the engine's disabled");
+        // SAFETY: reads a counter of the C helper.
+        kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 0);
+        // SAFETY: registered above.
+        unsafe { kp_test_kernel_kprobe_at(b, false, true) };
+        kp_expect_eq!(t, text_word(b), wb, "the kernel's probe gone");
+    }
+    kp_expect_eq!(t, enable(&mut p), 0, "enable once the kernel's is gone");
+    call_checks(t, "the engine's enabled again");
+    kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
+    unregister(&mut p);
+    kp_expect_eq!(t, text_word(b), wb);
+}
+
 #[cfg(CONFIG_X86_64)]
 kunit_suite!(
     kp_coexist,
     "kp_coexist",
-    [kernel_first, engine_first, kernel_optimized_first]
+    [
+        kernel_first,
+        engine_first,
+        kernel_optimized_first,
+        kernel_while_disabled
+    ]
 );
 #[cfg(CONFIG_ARM64)]
-kunit_suite!(kp_coexist, "kp_coexist", [kernel_first, engine_first]);
+kunit_suite!(
+    kp_coexist,
+    "kp_coexist",
+    [kernel_first, engine_first, kernel_while_disabled]
+);

@@ -340,6 +340,14 @@ pub(crate) fn entry_probe_address(start: usize, size: usize) -> usize {
     }
 }
 
+/// Whether a BRK sits at `addr` now (read under `text_mutex`, which every
+/// text writer holds). Process context.
+pub(crate) fn breakpoint_at(addr: usize) -> bool {
+    let _text = crate::symbols::TextLock::lock();
+    // SAFETY: `addr` is kernel or module text, 4-byte aligned.
+    decode::is_brk(unsafe { core::ptr::read_volatile(addr as *const u32) }).is_some()
+}
+
 /// Decodes and classifies the instruction at `addr`, and prepares its slot
 /// unless it is simulated.
 pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {
@@ -417,17 +425,20 @@ pub(crate) fn release(insn: ArchInsn) {
     }
 }
 
-/// Writes the BRK.
-pub(crate) fn arm(addr: usize, _insn: &ArchInsn) -> Result {
+/// Writes the BRK over the original instruction; `EBUSY` when the text
+/// no longer holds it (someone else patched it while the probe was
+/// disarmed: theirs stays).
+pub(crate) fn arm(addr: usize, insn: &ArchInsn) -> Result {
     // SAFETY: `addr` is the instruction `prepare` decoded and validated
     // (the registry arms only prepared points); every CPU is stopped.
-    unsafe { patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)]) }
+    unsafe { patch::write_insns(addr, &[insn.orig], &[decode::brk(KP_BRK_IMM)]) }
 }
 
-/// Restores the original instruction.
+/// Restores the original instruction over the engine's BRK; `EBUSY` when
+/// someone else's patch is on top of it.
 pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
     // SAFETY: as in `arm`: the original instruction goes back.
-    unsafe { patch::write_insns(addr, &[insn.orig]) }
+    unsafe { patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)], &[insn.orig]) }
 }
 
 /// PSTATE.{D,A,I,F}.

@@ -21,7 +21,7 @@
 //! would invert the kernel's lock order).
 
 use crate::text;
-use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 
@@ -54,6 +54,10 @@ struct Job<'a> {
     addr: usize,
     alias: *mut u32,
     insns: &'a [u32],
+    /// What the text must still hold, word for word, to be written.
+    expect: &'a [u32],
+    /// Set by the writer when it did not (someone else's patch).
+    busy: AtomicBool,
     /// CPUs that entered; the writer adds one more when done.
     count: AtomicUsize,
 }
@@ -69,7 +73,13 @@ unsafe extern "C" fn patch_cb(data: *mut c_void) -> c_int {
     // SAFETY: reads an atomic counter of the kernel.
     let cpus = unsafe { __num_online_cpus.load(Ordering::Relaxed) } as usize;
     if job.count.fetch_add(1, Ordering::AcqRel) == 0 {
-        for (i, &w) in job.insns.iter().enumerate() {
+        // Every other CPU is stopped: nobody writes text meanwhile.
+        let same = job.expect.iter().enumerate().all(|(i, &w)| {
+            // SAFETY: `addr` is mapped text covering `expect.len()` words.
+            unsafe { core::ptr::read_volatile((job.addr as *const u32).add(i)) == w }
+        });
+        job.busy.store(!same, Ordering::Relaxed);
+        for (i, &w) in job.insns.iter().enumerate().filter(|_| same) {
             // SAFETY: `alias` maps the page(s) of the target writable and
             // covers `insns.len()` words.
             unsafe { core::ptr::write_volatile(job.alias.add(i), w) };
@@ -122,14 +132,16 @@ pub(crate) fn sync_all() {
 }
 
 /// Writes `insns` at `addr` (4-byte aligned, within one page) while no
-/// other CPU runs. Process context; registration lock held.
+/// other CPU runs, if the text there still holds `expect` (checked while
+/// every CPU is stopped: `EBUSY` otherwise, someone else's patch stays).
+/// Process context; registration lock held.
 ///
 /// # Safety
 ///
 /// `addr` is an instruction the engine prepared (its BRK, or the original
 /// instruction back), or `insns` are otherwise what that text may hold
 /// when every CPU resumes.
-pub(crate) unsafe fn write_insns(addr: usize, insns: &[u32]) -> Result {
+pub(crate) unsafe fn write_insns(addr: usize, expect: &[u32], insns: &[u32]) -> Result {
     if addr % 4 != 0 || addr % 4096 + insns.len() * 4 > 4096 {
         return Err(EINVAL);
     }
@@ -139,6 +151,8 @@ pub(crate) unsafe fn write_insns(addr: usize, insns: &[u32]) -> Result {
         addr,
         alias: alias.ptr().cast(),
         insns,
+        expect,
+        busy: AtomicBool::new(false),
         count: AtomicUsize::new(0),
     };
     let data = &job as *const Job<'_> as *mut c_void;
@@ -172,6 +186,9 @@ pub(crate) unsafe fn write_insns(addr: usize, insns: &[u32]) -> Result {
     };
     if r != 0 {
         return Err(Error::from_errno(r));
+    }
+    if job.busy.load(Ordering::Relaxed) {
+        return Err(EBUSY);
     }
     Ok(())
 }

@@ -568,6 +568,15 @@ pub(super) fn foreign_patch(
     }
 }
 
+/// Whether an `int3` sits at `addr` now (read under `text_mutex`, which
+/// every text writer holds, ftrace's `text_poke_bp()` included, so a
+/// breakpoint it places for a moment is not seen). Process context.
+pub(crate) fn breakpoint_at(addr: usize) -> bool {
+    let _text = crate::symbols::TextLock::lock();
+    // SAFETY: `addr` is kernel or module text (a function's ftrace site).
+    unsafe { core::ptr::read_volatile(addr as *const u8) == INT3 }
+}
+
 /// Finds the instruction at `addr` by decoding from the function start, and
 /// prepares its out-of-line copy.
 pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
@@ -761,20 +770,25 @@ pub(crate) fn clear_slot(slot: usize) {
 }
 
 /// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
-/// executes either the old instruction or the int3.
-pub(crate) fn arm(addr: usize, _insn: &ArchInsn) -> Result {
+/// executes either the old instruction or the int3. `EBUSY` when the byte
+/// is no longer the original one (someone else patched it while the probe
+/// was disarmed: the kernel's kprobes, kgdb): theirs stays.
+pub(crate) fn arm(addr: usize, insn: &ArchInsn) -> Result {
     // SAFETY: the first byte of the instruction `prepare` decoded and
     // validated (the registry arms only prepared points).
-    unsafe { text::write(addr, &[INT3]) }?;
+    unsafe { text::write_if_unchanged(addr, &insn.orig[..1], &[INT3]) }?;
     // SAFETY: process context.
     unsafe { kp_helper_sync_all_cores() };
     Ok(())
 }
 
-/// Restores the original first byte.
+/// Restores the original first byte. `EBUSY` when the byte is no longer
+/// the engine's int3 (someone else's patch on top of it, which saved the
+/// int3 as its original: writing over it would leave a stray int3 behind
+/// when they restore theirs).
 pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
     // SAFETY: as in `arm`: the original byte goes back.
-    unsafe { text::write(addr, &insn.orig[..1]) }?;
+    unsafe { text::write_if_unchanged(addr, &[INT3], &insn.orig[..1]) }?;
     // SAFETY: process context.
     unsafe { kp_helper_sync_all_cores() };
     Ok(())

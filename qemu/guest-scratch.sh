@@ -1,0 +1,5 @@
+. /guest-lib.sh
+check engine-insmod insmod $M/kprobes.ko
+check kunit-insmod insmod $M/kprobes_kunit.ko
+check kunit-rmmod rmmod kprobes_kunit
+check engine-rmmod rmmod kprobes
