@@ -442,9 +442,26 @@ fn toggle_while_other_cpu_calls(t: &mut Test) {
     ));
     kp_expect!(t, hits <= calls);
     kp_expect_eq!(t, b.nmissed, 0);
-    // Ends enabled: one more call is one more hit.
+    // Ends enabled: one more call is one more hit. (Once in about fifteen
+    // runs of an earlier session it was not: 675 != 676. The details below
+    // say which way such a call went, should it happen again.)
     kp_kunit_target2(30);
-    kp_expect_eq!(t, HITS_B.load(Ordering::SeqCst), hits + 1);
+    let after = HITS_B.load(Ordering::SeqCst);
+    if after != hits + 1 {
+        let s = crate::kp::stats();
+        t.info(format_args!(
+            "the call after enable: {} hits (want {}), nmissed {}, flags {:#x}, \
+             {} hits in progress, {} oops resets",
+            after,
+            hits + 1,
+            b.nmissed,
+            b.flags,
+            s.hits_in_progress,
+            s.oops_resets
+        ));
+    }
+    kp_expect_eq!(t, after, hits + 1);
+    kp_expect_eq!(t, b.nmissed, 0, "after the last call");
     unregister(&mut b);
     kp_expect_eq!(t, HANDLER_ERRORS.load(Ordering::SeqCst), 0);
 }
