@@ -301,12 +301,28 @@ module_churn() {
 
 # --- oops recovery (kp_oops.ko; see tests/kp_oops.c) --------------------------
 # Runs last: after an oops the kernel is tainted and lockdep is off.
-# oops_case NAME: the case's task oopses (it must die, nothing else).
+# The kernel's messages since the last oops_case (or since run_oops began):
+# nothing else may have gone wrong meanwhile (a witness read included).
+oops_quiet() {
+	dmesg | sed -n '/KP-OOPS-MARK/,$p' >/tmp/oops.log
+	! grep -E 'BUG:|WARNING:|general protection|Oops|Internal error|Unable to handle' /tmp/oops.log |
+		grep -vE 'WARNING: .* at kernel/context_tracking.c:[0-9]+ ct_kernel_exit' | grep -q .
+}
+# oops_case NAME: the case's task oopses, once, in kp_oops's handler or
+# function (the report names it), and nothing else went wrong.
 oops_case() {
-	dmesg -c >/dev/null
+	oops_quiet || { echo "oops_case $1: a report before the case:"; cat /tmp/oops.log; return 1; }
+	echo "KP-OOPS-MARK $1" >/dev/kmsg
 	sh -c "echo $1 >/sys/kernel/debug/kp_oops/trigger" 2>/dev/null
-	dmesg | grep -q "kp_oops: case $1: this task oopses now" &&
-		[ "$(dmesg | grep -c 'Oops')" = 1 ] && ! dmesg | grep -q 'did not oops'
+	dmesg | sed -n "/KP-OOPS-MARK $1/,\$p" >/tmp/oops.log
+	grep -q "kp_oops: case $1: this task oopses now" /tmp/oops.log &&
+		[ "$(grep -cE 'Oops: Oops: [0-9a-f]{4} \[#|Internal error: Oops: ' /tmp/oops.log)" = 1 ] &&
+		grep -qE 'RIP: 0010:kp_oops_|pc : kp_oops_' /tmp/oops.log &&
+		! grep -E 'WARNING:|general protection|BUG:' /tmp/oops.log |
+			grep -vE 'BUG: kernel NULL pointer dereference, address: 0+$|WARNING: .* at kernel/context_tracking.c:[0-9]+ ct_kernel_exit' |
+			grep -q . &&
+		! grep -q 'did not oops' /tmp/oops.log &&
+		echo "KP-OOPS-MARK after-$1" >/dev/kmsg
 }
 # oops_witness: every probe of kp_oops saw one call per CPU (entry probes)
 # or one call (the rest), and none missed; nothing is left in flight.
@@ -323,12 +339,14 @@ run_oops() {
 	check oops-insmod insmod $M/kp_oops.ko || return
 	check oops-witness-before oops_witness
 	echo "KP-OOPS-BEGIN" >/dev/kmsg
+	echo "KP-OOPS-MARK begin" >/dev/kmsg
 	cases="pre post entry ret body"
 	[ "$ARCH" = x86_64 ] && cases="$cases opt"
 	for c in $cases; do
 		check oops-$c-oopses oops_case $c
 		check oops-$c-recovered oops_witness
 	done
+	check oops-nothing-else oops_quiet
 	echo "KP-OOPS-END" >/dev/kmsg
 	# Every case but body reset a hit state; body oopses outside any hit.
 	r=$(sed -n 's/^oops_resets //p' $KP/stats)

@@ -24,11 +24,13 @@ mod hit;
 mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
+mod lock;
 mod optimize;
 mod percpu;
 mod plist;
 mod query;
 mod registry;
+mod resolve;
 mod slots;
 mod stats;
 mod symbols;
@@ -94,7 +96,7 @@ pub(crate) unsafe extern "C" fn kp_module_event(
     module: *mut kernel::ffi::c_void,
 ) {
     if event == MODULE_STATE_GOING {
-        registry::module_going(module);
+        registry::module_going(module, kretprobe::forget_if_kretprobe);
     }
 }
 
@@ -109,6 +111,7 @@ struct KprobesEngine;
 impl kernel::Module for KprobesEngine {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         registry::init()?;
+        registry::hooks::set(&optimize::HOOKS);
         if let Err(e) = symbols::init().and_then(|()| blacklist::init()) {
             registry::exit();
             return Err(e);

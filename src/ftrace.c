@@ -173,10 +173,10 @@ static void kp_direct_free(struct kp_direct *d)
 			       (void *)d->ip, ret);
 			return;
 		}
-		if (!(tries++ % 1000))
+		if (!(tries++ % 60))
 			pr_err("kprobes: cannot release the ftrace site %pS while unloading: %d; retrying\n",
 			       (void *)d->ip, ret);
-		msleep(10);
+		msleep_interruptible(1000);
 	}
 	atomic_dec(&kp_direct_count);
 	kfree(d);
@@ -397,13 +397,21 @@ static int kp_shared_disarm(unsigned long ip)
 {
 	int ret;
 
+	/* Safe to retry after a failure: the count changes only on success. */
 	if (kp_entry_users == 1) {
 		ret = unregister_ftrace_function(&kp_entry_ops);
 		if (ret)
 			return ret;
+		/* The last site: the whole filter goes (frees, never allocates). */
+		ftrace_free_filter(&kp_entry_ops);
+		kp_entry_users = 0;
+		return 0;
 	}
+	ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
+	if (ret)
+		return ret;
 	kp_entry_users--;
-	return ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
+	return 0;
 }
 
 bool kp_ftrace_available(void)

@@ -85,7 +85,7 @@ pub(crate) fn disarm(addr: usize) -> Result {
 /// drops its records after the notifiers; a site left registered would
 /// refer to text that is gone). Registration lock held, after its points
 /// were disarmed.
-pub(crate) fn module_going(_g: &crate::registry::RegGuard, module: *mut c_void) {
+pub(crate) fn module_going(_g: &crate::lock::RegGuard, module: *mut c_void) {
     // SAFETY: process context, lock held; `module` is the notifier's.
     unsafe { kp_ftrace_module_going(module) };
 }
@@ -98,7 +98,7 @@ pub(crate) fn exit() {
 }
 
 /// Direct sites (`src/ftrace.c`), and how many of them are parked.
-pub(crate) fn direct_sites(_g: &crate::registry::RegGuard) -> (u32, u32) {
+pub(crate) fn direct_sites(_g: &crate::lock::RegGuard) -> (u32, u32) {
     let mut parked: c_uint = 0;
     // SAFETY: plain query under the lock.
     let n = unsafe { kp_ftrace_direct_sites(&mut parked) };

@@ -174,6 +174,9 @@ static notrace int kp_oops_notify_c(struct notifier_block *nb, unsigned long val
 
 static struct notifier_block kp_oops_nb = {
 	.notifier_call = kp_oops_notify_c,
+	/* Last: a notifier that stops the chain (kgdb) lets the task go on,
+	 * and then nothing may be reset. */
+	.priority = INT_MIN,
 };
 
 int kp_helper_oops_hook_register(void)

@@ -37,8 +37,8 @@
 
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
+use crate::lock::{RegGuard, RegLocked};
 use crate::percpu::{stage, Cpu, Frame};
-use crate::registry::{self, RegGuard, RegLocked};
 use crate::slots;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
@@ -202,6 +202,12 @@ const KRET_BLACKLIST: &[&[u8]] = &[
     b"make_task_dead",
     b"kthread_exit",
     b"panic",
+    // Never returns either (the dying task's last schedule).
+    b"do_task_dead",
+    // Between `do_exit()` and the engine's exit hook when another callback
+    // shares the tracepoint: its frame is live while the hook recycles
+    // this task's instances.
+    b"__traceiter_sched_process_exit",
 ];
 
 fn free_pool(_g: &RegGuard, pool: *mut Pool) {
@@ -382,7 +388,7 @@ fn register(rp: &mut KpKretprobe) -> Result {
         pr_err!("kretprobe: kp.pre_handler/post_handler belong to the engine\n");
         return Err(EINVAL);
     }
-    let sym = registry::function_entry(&rp.kp)?;
+    let sym = crate::resolve::function_entry(&rp.kp)?;
     let name = sym.name();
     if KRET_BLACKLIST.contains(&name) {
         pr_err!(
@@ -409,15 +415,14 @@ fn register(rp: &mut KpKretprobe) -> Result {
     rp.kp_private = pool.cast();
     rp.nmissed = 0;
     rp.kp.pre_handler = Some(kret_entry);
-    // SAFETY: `rp.kp` lives as long as `rp`, which the client keeps until
+    // `rp.kp` lives as long as `rp`, which the client keeps until
     // unregistering.
-    let r = unsafe { crate::registry::kp_register_kprobe(&mut rp.kp) };
-    if r != 0 {
+    if let Err(e) = crate::registry::register_kret_entry(&mut rp.kp) {
         rp.kp.pre_handler = None;
         rp.kp_private = null_mut();
         let g = RegGuard::lock();
         free_pool(&g, pool);
-        return Err(Error::from_errno(r));
+        return Err(e);
     }
     Ok(())
 }
@@ -453,8 +458,7 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
         return;
     }
     // No new entries after this (it waits for running entry handlers).
-    // SAFETY: registered together with the pool.
-    unsafe { crate::registry::kp_unregister_kprobe(&mut rp.kp) };
+    crate::registry::unregister(&mut rp.kp);
     // SAFETY: the pool lives until reaped, which needs it dead first.
     unsafe { (*pool).rp.store(null_mut(), Ordering::Release) };
     // Handlers running on a return see the old pointer; wait for them (they

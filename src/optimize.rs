@@ -23,7 +23,8 @@
 //! (`arch::read_text`) see the original bytes under a jump.
 
 use crate::arch;
-use crate::registry::{self, Point, RegGuard};
+use crate::lock::RegGuard;
+use crate::registry::{self, hooks::Hooks, Point};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
@@ -233,3 +234,12 @@ pub(crate) fn exit() {
     // SAFETY: process context; cancels and waits for the work.
     unsafe { kp_helper_opt_cancel() };
 }
+
+/// The registry's hooks into the optimizer (installed at engine load).
+pub(crate) static HOOKS: Hooks = Hooks {
+    unlayer: unoptimize,
+    unlayer_covering: unoptimize_covering,
+    armed: kick,
+    removed: point_removed,
+    text_gone: forget,
+};

@@ -12,7 +12,7 @@ use kernel::prelude::*;
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
     let (probes, points, slots, instances, inflight, (direct, parked)) = {
-        let g = crate::registry::RegGuard::lock();
+        let g = crate::lock::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
         let slots = crate::slots::in_use();
         let sites = crate::ftrace::direct_sites(&g);

@@ -412,9 +412,12 @@ fn kprobe_enable(t: &mut Test) {
 }
 
 /// Unregistration with its n-th allocation failing (restoring text maps
-/// an alias of its page; taking an ftrace site down replaces filter
-/// hashes): the engine tries again, and the text comes back every time;
-/// nothing is left behind. A mid-function probe and a function entry.
+/// an alias of its page; taking an ftrace site down may allocate in
+/// ftrace): the engine tries again, and the text comes back every time;
+/// nothing is left behind. A mid-function probe and a function entry (its
+/// parked direct site released under the injection too; the shared
+/// `ftrace_ops` path, used when the direct call is taken, is not reached
+/// here).
 fn unregister_restores(t: &mut Test) {
     let entry = addr_of(kp_test_c_target as *const ());
     for (what, words) in [
@@ -441,13 +444,15 @@ fn unregister_restores(t: &mut Test) {
             kp_expect_eq!(t, register(&mut p), 0, "{}", what);
             kp_expect_eq!(t, set_fail_nth(n), 0, "fault injection unavailable");
             unregister(&mut p);
+            // A function entry's direct ftrace site is taken down here (it
+            // stays parked after its last probe), under the injection too.
+            kp::ftrace_release();
             // SAFETY: reads the current task's own field.
             let left = unsafe { kp_test_fail_nth() };
             set_fail_nth(0);
             if left != 0 {
                 total = Some(n - 1);
             }
-            kp::ftrace_release();
             kp_expect!(t, crate::util::cleared(&p), "{}: allocation {}", what, n);
             kp_expect_eq!(t, held(&kp::stats()), base, "{}: allocation {}", what, n);
             kp_expect_eq!(

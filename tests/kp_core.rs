@@ -408,6 +408,7 @@ fn toggle_while_other_cpu_calls(t: &mut Test) {
     reset_concurrency();
     let mut b = probe_on(c"kp_kunit_target2");
     b.pre_handler = Some(count_b);
+    let orig_word = crate::util::text_word(kp_kunit_target2 as *const () as usize);
     kp_expect_eq!(t, register(&mut b), 0);
     let Ok(w) = Worker::start(caller, usize::MAX, other_cpu()) else {
         kp_expect!(t, false, "cannot start the worker");
@@ -445,19 +446,25 @@ fn toggle_while_other_cpu_calls(t: &mut Test) {
     // Ends enabled: one more call is one more hit. (Once in about fifteen
     // runs of an earlier session it was not: 675 != 676. The details below
     // say which way such a call went, should it happen again.)
+    let word = crate::util::text_word(b.addr as usize);
+    let steps = crate::kp::stats().step_traps;
     kp_kunit_target2(30);
     let after = HITS_B.load(Ordering::SeqCst);
     if after != hits + 1 {
         let s = crate::kp::stats();
         t.info(format_args!(
             "the call after enable: {} hits (want {}), nmissed {}, flags {:#x}, \
-             {} hits in progress, {} oops resets",
+             {} hits in progress, {} oops resets; text at the probe {:#010x} \
+             (unprobed {:#010x}), {} second traps during the call",
             after,
             hits + 1,
             b.nmissed,
             b.flags,
             s.hits_in_progress,
-            s.oops_resets
+            s.oops_resets,
+            word,
+            orig_word,
+            s.step_traps - steps
         ));
     }
     kp_expect_eq!(t, after, hits + 1);

@@ -18,7 +18,7 @@
 //! after the kretprobes are disabled and their returns drained, each saw
 //! exactly as many returns as entries; once unregistration returns, no
 //! handler runs again (the workload goes on); the bytes each probe could
-//! have written (its instruction, or the 5 bytes of a jump) are as before
+//! have written (its instruction, or every instruction its jump covered) are as before
 //! its registration. (Not the whole text: static keys and alternatives
 //! change other bytes of it while the workload runs.) The log says how many
 //! functions and instructions a run covered. The guest log scan catches
@@ -191,36 +191,49 @@ fn is_leaf(start: usize, size: usize, text: &[u8]) -> bool {
     }
 }
 
-/// The bytes a probe at `addr` may write: its instruction, or 5 bytes
-/// once jump-optimized (x86_64), never past the function's end `fend`.
+/// The bytes a probe at `addr` may write: its instruction, or, once it
+/// was jump-optimized (x86_64), every instruction its 5-byte jump covers
+/// (the rest of them become int3 filler while it is jumped); never past
+/// the function's end `fend`.
 struct Span {
     addr: usize,
     len: usize,
-    fend: usize,
+    /// The covered instructions' length (x86_64; 0 where none).
+    jump_len: usize,
 }
 
 impl Span {
     fn new(region: &Region, addr: usize, fend: usize) -> Self {
         let text = region.text_of(addr, fend.saturating_sub(addr));
         #[cfg(CONFIG_X86_64)]
-        let len = {
-            let mut b = [0u8; crate::decode::MAX_INSN_LEN];
-            let k = text.len().min(b.len());
-            b[..k].copy_from_slice(&text[..k]);
+        let (len, jump_len) = {
+            let at = |off: usize| {
+                let mut b = [0u8; crate::decode::MAX_INSN_LEN];
+                let rest = text.get(off..).unwrap_or(&[]);
+                let k = rest.len().min(b.len());
+                b[..k].copy_from_slice(&rest[..k]);
+                crate::decode::decode(&b).map_or(1, |i| i.len as usize)
+            };
             // An entry served by ftrace writes its 5-byte site.
-            crate::decode::decode(&b).map_or(1, |i| i.len as usize)
+            let first = at(0);
+            let mut covered = first;
+            while covered < 5 {
+                covered += at(covered);
+            }
+            (first, covered)
         };
         #[cfg(CONFIG_ARM64)]
-        let len = 4;
+        let (len, jump_len) = (4, 0);
         Span {
             addr,
             len: len.min(text.len()),
-            fend,
+            jump_len: jump_len.min(text.len()),
         }
     }
 
+    /// The probe was seen jump-optimized.
     fn jumped(&mut self) {
-        self.len = self.len.max(5).min(self.fend.saturating_sub(self.addr));
+        self.len = self.len.max(self.jump_len);
     }
 }
 
@@ -397,9 +410,25 @@ fn mass_probes_under_workload(t: &mut Test) {
             Err(_) => kp_expect!(t, false, "cannot start a workload thread"),
         }
     }
+    // Which probes were ever jump-optimized (the optimizer may also take a
+    // jump down again before the end).
+    let seen_jumped =
+        |spans: &mut KVec<Span>, probes: &KVec<KBox<Mass>>, krets: &KVec<KBox<MassRet>>| {
+            for (sp, m) in spans.iter_mut().zip(probes.iter()) {
+                if m.kp.flags & kp::KP_FLAG_OPTIMIZED != 0 {
+                    sp.jumped();
+                }
+            }
+            for (sp, k) in spans.iter_mut().skip(probes.len()).zip(krets.iter()) {
+                if k.rp.kp.flags & kp::KP_FLAG_OPTIMIZED != 0 {
+                    sp.jumped();
+                }
+            }
+        };
     while now_ns() < deadline {
         // SAFETY: process context.
         unsafe { bindings::msleep(200) };
+        seen_jumped(&mut spans, &probes, &krets);
     }
     drop(workers);
     let hits: u64 = probes.iter().map(|m| m.hits.load(Ordering::SeqCst)).sum();
@@ -454,16 +483,7 @@ fn mass_probes_under_workload(t: &mut Test) {
     kp_expect!(t, entries > 0);
 
     // What each probe could have written: a jump covers 5 bytes.
-    for (sp, m) in spans.iter_mut().zip(probes.iter()) {
-        if m.kp.flags & kp::KP_FLAG_OPTIMIZED != 0 {
-            sp.jumped();
-        }
-    }
-    for (sp, k) in spans.iter_mut().skip(probes.len()).zip(krets.iter()) {
-        if k.rp.kp.flags & kp::KP_FLAG_OPTIMIZED != 0 {
-            sp.jumped();
-        }
-    }
+    seen_jumped(&mut spans, &probes, &krets);
     t.info(format_args!(
         "covered: {} functions, {} instructions ({} kprobes, {} kretprobe entries)",
         funcs_hit.len(),

@@ -70,10 +70,10 @@ void kp_helper_arm64_brk_hook_exit(void)
 	 * call into this module's freed text at the next kernel BRK: the
 	 * unload waits, retrying, rather than leave. */
 	while ((ret = unregister_ftrace_function(&kp_brk_ops))) {
-		if (!(tries++ % 1000))
+		if (!(tries++ % 60))
 			pr_err("kprobes: cannot unhook do_el1_brk64 while unloading: %d; retrying\n",
 			       ret);
-		msleep(10);
+		msleep_interruptible(1000);
 	}
 	ftrace_free_filter(&kp_brk_ops);
 }

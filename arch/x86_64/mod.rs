@@ -866,7 +866,7 @@ pub(crate) fn finish_step(
 pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
     // The original bytes, with our own breakpoints and jumps undone.
     let b = {
-        let _g = crate::registry::RegGuard::lock();
+        let _g = crate::lock::RegGuard::lock();
         read_text(addr)?
     };
     let i = decode(&b).map_err(|_| crate::errno::eilseq())?;

@@ -360,12 +360,49 @@ pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
     // SAFETY: the bytes under the armed int3 at `addr` (no CPU executes
     // them: hits resume in the detour, and the function scan found no
     // branch into them), as prepared.
-    unsafe { text::write_if_unchanged(addr + 1, orig, new) }?;
+    match unsafe { text::write_if_unchanged(addr + 1, orig, new) } {
+        Ok(()) => {}
+        // Checked before anything was written.
+        Err(e) if e == EBUSY => return Err(e),
+        Err(e) => {
+            // A page of the tail may have been written already.
+            restore_tail(addr, orig);
+            return Err(e);
+        }
+    }
     sync();
     // SAFETY: the first byte, int3 to `jmp` (one byte, atomic).
-    unsafe { text::write(addr, &code[..1]) }?;
+    if let Err(e) = unsafe { text::write(addr, &code[..1]) } {
+        // Still on the int3, whose hits resume in the detour until the
+        // caller unoptimizes: the tail must be the original again, or a
+        // step of the original instruction would run into int3 filler.
+        restore_tail(addr, orig);
+        return Err(e);
+    }
     sync();
     Ok(())
+}
+
+/// Puts the original bytes back under the armed int3 at `addr` after a
+/// failed [`jump`], however long a failure lasts (the alias mapping
+/// allocates): the caller then drops the detour, and a step of the
+/// original instruction must not run into int3 filler. No CPU executes
+/// the bytes meanwhile: hits resume in the detour.
+fn restore_tail(addr: usize, orig: &[u8]) {
+    let mut tries: u32 = 0;
+    // SAFETY: as in `jump`: the bytes under the int3, as prepared.
+    while unsafe { text::write(addr + 1, orig) }.is_err() {
+        if tries % 100 == 0 {
+            pr_err!(
+                "x86: cannot restore the bytes after {:#x} yet; retrying\n",
+                addr
+            );
+        }
+        tries = tries.wrapping_add(1);
+        // SAFETY: process context (the optimizer's work).
+        unsafe { kernel::bindings::msleep(10) };
+    }
+    sync();
 }
 
 /// Puts the breakpoint back in place of the jump, then the original tail.

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! debugfs `list`: one line per registered probe, as the kernel's
+//! `kprobes/list` shows them.
+
+use super::*;
+use crate::arch;
+use crate::lock::RegGuard;
+use crate::symbols;
+use core::sync::atomic::Ordering;
+
+/// One line per probe for debugfs `list`.
+pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    let g = RegGuard::lock();
+    let mut r = Ok(());
+    for_each_probe(&g, |q| {
+        if r.is_err() {
+            return;
+        }
+        // SAFETY: the user struct is valid while registered.
+        let u = unsafe { &*q.user() };
+        let pp = q.point.load(Ordering::Relaxed);
+        let addr = u.addr as usize;
+        let sym = symbols::symbol_at(addr);
+        r = (|| {
+            // `r` for a kretprobe's entry probe, as the kernel's list shows.
+            let kind = if q.kret { 'r' } else { 'k' };
+            write!(w, "{:016x}  {}  ", addr, kind)?;
+            match &sym {
+                Some(s) => s.write_short(w)?,
+                None => write!(w, "{:#x}", addr)?,
+            }
+            if pp.is_null() {
+                write!(w, "  [GONE]")?;
+            } else if q.disabled.load(Ordering::Relaxed) {
+                write!(w, "  [DISABLED]")?;
+            } else {
+                // SAFETY: points are live under the lock.
+                let point = unsafe { &*pp };
+                if point.ftrace {
+                    write!(w, "  [FTRACE]")?;
+                } else if point.opt.jumped() {
+                    write!(w, "  [OPTIMIZED]")?;
+                } else if arch::boostable(&point.insn) && !point.any_post_handler() {
+                    write!(w, "  [BOOSTED]")?;
+                }
+            }
+            writeln!(w, "  missed={}", q.missed())
+        })();
+    });
+    r
+}
