@@ -373,8 +373,10 @@ static struct ftrace_ops kp_entry_ops = {
 	.flags = FTRACE_OPS_FL_SAVE_REGS,
 };
 
-/* Sites in kp_entry_ops' filter; the ops is registered while there is one. */
+/* Sites in kp_entry_ops' filter, and whether the ops is registered (it is
+ * while there is one, but for a disarm that failed half-way). */
 static unsigned int kp_entry_users;
+static bool kp_entry_registered;
 
 static int kp_shared_arm(unsigned long ip)
 {
@@ -382,12 +384,13 @@ static int kp_shared_arm(unsigned long ip)
 
 	if (ret)
 		return ret;
-	if (!kp_entry_users) {
+	if (!kp_entry_registered) {
 		ret = register_ftrace_function(&kp_entry_ops);
 		if (ret) {
 			ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
 			return ret;
 		}
+		kp_entry_registered = true;
 	}
 	kp_entry_users++;
 	return 0;
@@ -397,15 +400,17 @@ static int kp_shared_disarm(unsigned long ip)
 {
 	int ret;
 
-	/* Safe to retry after a failure: the count changes only on success. */
-	if (kp_entry_users == 1) {
+	/*
+	 * Safe to retry after a failure: each step is done once. The last
+	 * site unregisters the ops first (no call reaches the engine from
+	 * then on), then leaves the filter, which allocates a new hash and
+	 * may fail; the count drops only when both are done.
+	 */
+	if (kp_entry_users == 1 && kp_entry_registered) {
 		ret = unregister_ftrace_function(&kp_entry_ops);
 		if (ret)
 			return ret;
-		/* The last site: the whole filter goes (frees, never allocates). */
-		ftrace_free_filter(&kp_entry_ops);
-		kp_entry_users = 0;
-		return 0;
+		kp_entry_registered = false;
 	}
 	ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 1, 0);
 	if (ret)
