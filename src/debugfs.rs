@@ -14,7 +14,7 @@
 //! - `optimize`: 1 (default) lets settled probes be jump-optimized
 //!   (`optimize.rs`, x86_64), 0 puts every probe back on its breakpoint;
 //! - `kprobe_events`, `kprobe_profile`, `error_log`: probe events defined by
-//!   text (see `events.rs`).
+//!   text (see `events/`).
 //!
 //! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
 //! is produced here.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C glue for kprobe_events (src/events.rs): the structs the kernel's trace
+ * C glue for kprobe_events (src/events/): the structs the kernel's trace
  * event core wants (trace_event_call, trace_event_class, field and output
  * callbacks, the list of enabled trace_event_files) and the record write,
  * built from static inlines and macros Rust cannot reach. What an event
@@ -18,7 +18,7 @@
 
 struct kp_tev;
 
-/* Called from src/events.rs. */
+/* Called from src/events/. */
 void kp_events_lock(void);
 void kp_events_unlock(void);
 struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
@@ -31,7 +31,7 @@ int kp_tev_id(struct kp_tev *t);
 void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		   unsigned long ret_ip);
 
-/* Implemented in src/events.rs. */
+/* Implemented in src/events/. */
 int kp_ev_define_fields(void *owner, struct trace_event_call *call);
 size_t kp_ev_args_size(void *owner, struct pt_regs *regs, unsigned long ret_ip);
 void kp_ev_store_args(void *owner, struct pt_regs *regs, unsigned long ret_ip,
@@ -68,7 +68,7 @@ struct kp_tev {
 
 static DEFINE_MUTEX(kp_events_mutex);
 
-/* The trace event core's event_mutex (not exported; src/events.rs resolves
+/* The trace event core's event_mutex (not exported; src/events/ resolves
  * it at load): trace_add_event_call() and trace_remove_event_call() want it
  * held, as the kernel's dynamic events hold it. */
 static struct mutex *kp_event_mutex;

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! From a parsed line to an event: fetch programs, field types and print
+//! formats, and the engine probe behind it (with the kernel's notrace rule).
+
+use super::*;
+use crate::abi::KpKretprobe;
+use crate::event_parse::{self as ep, ErrKind, FetchArg, Op, ProbeDef, Type};
+use core::fmt::Write;
+use kernel::ffi::{c_int, c_void};
+use kernel::str::CStr;
+
+/// The text of a NUL-terminated name buffer (see [`cstring`]).
+pub(super) fn text(v: &[u8]) -> &str {
+    let n = v.len().saturating_sub(1);
+    core::str::from_utf8(v.get(..n).unwrap_or(b"")).unwrap_or("?")
+}
+
+/// A KVec holding `s` and a NUL.
+pub(super) fn cstring(s: &[u8]) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(s.len() + 1, GFP_KERNEL)?;
+    v.extend_from_slice(s, GFP_KERNEL)?;
+    v.push(0, GFP_KERNEL)?;
+    Ok(v)
+}
+
+/// A `fmt::Write` into a KVec (allocation failure ends the output).
+pub(super) struct VecWriter<'a>(&'a mut KVec<u8>, bool);
+
+impl Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        if self.0.extend_from_slice(s.as_bytes(), GFP_KERNEL).is_err() {
+            self.1 = true;
+            return Err(core::fmt::Error);
+        }
+        Ok(())
+    }
+}
+
+/// The field's C type, size and signedness for `trace_define_field`.
+pub(super) fn field_type(t: Type) -> (&'static core::ffi::CStr, usize, bool) {
+    match t {
+        Type::Unsigned(n) | Type::Hex(n) | Type::Bitfield { container: n, .. } => (
+            match n {
+                1 => c"u8",
+                2 => c"u16",
+                4 => c"u32",
+                _ => c"u64",
+            },
+            usize::from(n),
+            false,
+        ),
+        Type::Signed(n) => (
+            match n {
+                1 => c"s8",
+                2 => c"s16",
+                4 => c"s32",
+                _ => c"s64",
+            },
+            usize::from(n),
+            true,
+        ),
+        Type::Char => (c"char", 1, false),
+        Type::Symbol => (c"unsigned long", 8, false),
+        Type::String | Type::UString | Type::SymStr => (c"__data_loc char[]", 4, false),
+    }
+}
+
+/// Bytes a non-string value is read as (the last dereference's width).
+pub(super) fn value_size(t: Type) -> usize {
+    match t {
+        Type::Unsigned(n) | Type::Signed(n) | Type::Hex(n) => usize::from(n),
+        Type::Bitfield { container, .. } => usize::from(container),
+        Type::Char => 1,
+        Type::Symbol | Type::SymStr | Type::String | Type::UString => 8,
+    }
+}
+
+/// The `printf` conversion of a type in `print_fmt`.
+pub(super) fn print_conv(t: Type) -> &'static str {
+    match t {
+        Type::Unsigned(8) | Type::Bitfield { container: 8, .. } => "%Lu",
+        Type::Unsigned(_) | Type::Bitfield { .. } => "%u",
+        Type::Signed(8) => "%Ld",
+        Type::Signed(_) => "%d",
+        Type::Hex(8) => "0x%Lx",
+        Type::Hex(_) => "0x%x",
+        Type::Char => "'%c'",
+        Type::Symbol => "%pS",
+        Type::String | Type::UString | Type::SymStr => "\\\"%s\\\"",
+    }
+}
+
+/// Compiles one parsed argument (resolving `@SYM`).
+pub(super) fn compile_arg(
+    a: &FetchArg<'_>,
+    index: usize,
+    offset: usize,
+) -> core::result::Result<Arg, (ErrKind, Error)> {
+    let bad = |k| (k, EINVAL);
+    let mut ops = [COp::Imm(0); ep::MAX_OPS];
+    for (o, op) in ops.iter_mut().zip(a.program()) {
+        *o = match *op {
+            Op::Symbol { name, offset } => {
+                let mut buf = [0u8; 128];
+                let n = name.len().min(buf.len() - 1);
+                buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+                let c =
+                    CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| bad(ErrKind::BadMemAddr))?;
+                let base = crate::symbols::lookup_name(c).ok_or(bad(ErrKind::BadMemAddr))?;
+                Op::Addr((base as u64).wrapping_add(offset as u64))
+            }
+            Op::Reg(r) => Op::Reg(r),
+            Op::Stack(n) => Op::Stack(n),
+            Op::StackAddr => Op::StackAddr,
+            Op::Arg(n) => Op::Arg(n),
+            Op::Retval => Op::Retval,
+            Op::Comm => Op::Comm,
+            Op::Imm(v) => Op::Imm(v),
+            Op::Addr(v) => Op::Addr(v),
+            Op::Deref { offset, user } => Op::Deref { offset, user },
+        };
+    }
+    let mut name = KVec::new();
+    let mut w = VecWriter(&mut name, false);
+    let _ = match a.name {
+        Some(n) => w.write_str(n),
+        None => write!(w, "arg{}", index + 1),
+    };
+    let _ = w.write_str("\0");
+    if w.1 {
+        return Err((ErrKind::FailRegProbe, ENOMEM));
+    }
+    Ok(Arg {
+        name,
+        ops,
+        nops: a.program().len(),
+        ty: a.ty,
+        offset,
+        size: field_type(a.ty).1,
+    })
+}
+
+pub(super) fn enomem<E>(_: E) -> (ErrKind, Error) {
+    (ErrKind::FailRegProbe, ENOMEM)
+}
+
+/// Builds the event for `d` (not yet registered anywhere).
+pub(super) fn build(
+    d: &ProbeDef<'_>,
+    event: &str,
+) -> core::result::Result<KBox<Event>, (ErrKind, Error)> {
+    let mut args = KVec::new();
+    let mut fixed = 0;
+    for (i, a) in d.args().enumerate() {
+        let a = a.map_err(|e| (e.kind, EINVAL))?;
+        let arg = compile_arg(&a, i, fixed)?;
+        fixed += arg.size;
+        args.push(arg, GFP_KERNEL).map_err(enomem)?;
+    }
+    let mut def = KVec::new();
+    {
+        let mut w = VecWriter(&mut def, false);
+        let _ = write!(w, "{}", d);
+        if w.1 {
+            return Err((ErrKind::FailRegProbe, ENOMEM));
+        }
+    }
+    let mut fmt = KVec::new();
+    {
+        let mut w = VecWriter(&mut fmt, false);
+        let _ = if d.is_return {
+            w.write_str("\"(%lx <- %lx)")
+        } else {
+            w.write_str("\"(%lx)")
+        };
+        for a in args.iter() {
+            let n = text(&a.name);
+            let _ = write!(w, " {}={}", n, print_conv(a.ty));
+        }
+        let _ = if d.is_return {
+            w.write_str("\", REC->__probe_func, REC->__probe_ret_ip")
+        } else {
+            w.write_str("\", REC->__probe_ip")
+        };
+        for a in args.iter() {
+            let n = text(&a.name);
+            let _ = match a.ty {
+                Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
+                Type::Symbol => write!(w, ", (void *)REC->{}", n),
+                _ => write!(w, ", REC->{}", n),
+            };
+        }
+        let _ = w.write_str("\0");
+        if w.1 {
+            return Err((ErrKind::FailRegProbe, ENOMEM));
+        }
+    }
+    let mut rp = KpKretprobe::new();
+    if d.is_return {
+        rp.maxactive = d.maxactive.map_or(0, |m| m as c_int);
+    }
+    KBox::new(
+        Event {
+            rp,
+            is_return: d.is_return,
+            tev: core::ptr::null_mut(),
+            group: cstring(d.group_or_default().as_bytes()).map_err(enomem)?,
+            name: cstring(event.as_bytes()).map_err(enomem)?,
+            print_fmt: fmt,
+            def,
+            args,
+            fixed,
+            hits: crate::percpu::Counter::new().map_err(enomem)?,
+        },
+        GFP_KERNEL,
+    )
+    .map_err(enomem)
+}
+
+/// `[module:]name` as a C string in `buf`; `None` if it does not fit.
+pub(super) fn symbol_spec<'b>(
+    buf: &'b mut [u8; 256],
+    module: Option<&str>,
+    name: &str,
+) -> Option<&'b CStr> {
+    let mut w = BufWriter::new(buf);
+    if let Some(m) = module {
+        let _ = write!(w, "{}:", m);
+    }
+    let _ = write!(w, "{}\0", name);
+    let (len, overflow) = (w.len, w.overflow);
+    if overflow {
+        return None;
+    }
+    CStr::from_bytes_with_nul(buf.get(..len)?).ok()
+}
+
+/// Where `d` asks to probe, if it resolves (registration reports why not).
+pub(super) fn requested_address(d: &ProbeDef<'_>) -> Option<usize> {
+    match d.location {
+        ep::Location::Symbol {
+            module,
+            name,
+            offset,
+        } => {
+            let mut buf = [0u8; 256];
+            let name = symbol_spec(&mut buf, module, name)?;
+            crate::symbols::lookup_name(name)?.checked_add(usize::try_from(offset).ok()?)
+        }
+        ep::Location::Address(a) => usize::try_from(a).ok(),
+    }
+}
+
+/// The kernel's `__within_notrace_func()`: whether the function holding
+/// `addr` has no ftrace call site (built without fentry, `notrace`, or not
+/// a C function at all: `ftrace_caller`, `__fentry__`, `_text`).
+pub(super) fn no_ftrace_site(addr: usize) -> bool {
+    let Some(b) = crate::symbols::bounds(addr) else {
+        return false;
+    };
+    let last = b.start.saturating_add(b.size.max(1) - 1);
+    crate::symbols::has_ftrace_site(b.start, last) == Some(false)
+}
+
+/// The kernel's `within_notrace_func()` (kernel/trace/trace_kprobe.c),
+/// which refuses kprobe events on functions ftrace cannot trace unless
+/// CONFIG_KPROBE_EVENTS_ON_NOTRACE: the function holding `addr` has no
+/// ftrace site, and, for a compiler-made copy (`foo.constprop.0`), neither
+/// has the function it was made from. In modules too, which refuses every
+/// function of a Rust module (rustc emits no fentry calls), as the kernel
+/// does.
+pub(super) fn within_notrace_func(addr: usize) -> bool {
+    let text = crate::symbols::in_kernel_image_text(addr) || crate::symbols::in_module_text(addr);
+    if cfg!(CONFIG_KPROBE_EVENTS_ON_NOTRACE) || !text || !no_ftrace_site(addr) {
+        return false;
+    }
+    let Some(sym) = crate::symbols::symbol_at(addr) else {
+        return true;
+    };
+    let name = sym.name();
+    let Some(dot) = name.iter().position(|&c| c == b'.') else {
+        return true;
+    };
+    let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
+    let (Some(dst), Some(src)) = (buf.get_mut(..dot), name.get(..dot)) else {
+        return true;
+    };
+    dst.copy_from_slice(src);
+    let Some(base) = buf
+        .get(..dot.saturating_add(1))
+        .and_then(|b| CStr::from_bytes_with_nul(b).ok())
+        .and_then(crate::symbols::lookup_name)
+    else {
+        return true;
+    };
+    no_ftrace_site(base)
+}
+
+/// Registers the probe of `ev` (its address is final: boxed).
+pub(super) fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
+    let mut sym = [0u8; 256];
+    let kp = &mut ev.rp.kp;
+    match d.location {
+        ep::Location::Symbol {
+            module,
+            name,
+            offset,
+        } => {
+            let spec = symbol_spec(&mut sym, module, name).ok_or(EINVAL)?;
+            kp.symbol_name = spec.as_char_ptr().cast();
+            kp.offset = u32::try_from(offset).map_err(|_| EINVAL)?;
+        }
+        ep::Location::Address(a) => kp.addr = a as usize as *mut c_void,
+    }
+    let r = if ev.is_return {
+        ev.rp.handler = Some(on_return);
+        // SAFETY: `ev` is boxed and stays registered until `remove`.
+        unsafe { crate::kretprobe::kp_register_kretprobe(&mut ev.rp) }
+    } else {
+        kp.pre_handler = Some(on_hit);
+        // SAFETY: as above.
+        unsafe { crate::registry::kp_register_kprobe(kp) }
+    };
+    // The name buffer is local; the engine keeps the resolved address.
+    ev.rp.kp.symbol_name = core::ptr::null();
+    if r < 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+pub(super) fn unregister_probe(ev: &mut Event) {
+    if ev.is_return {
+        // SAFETY: registered by `register_probe`.
+        unsafe { crate::kretprobe::kp_unregister_kretprobe(&mut ev.rp) };
+    } else {
+        // SAFETY: as above.
+        unsafe { crate::registry::kp_unregister_kprobe(&mut ev.rp.kp) };
+    }
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The control files: `kprobe_events` (define, remove, list), `kprobe_profile`,
+//! and the C entry points `kp_event_command()` / `kp_event_id()`.
+
+use super::*;
+use crate::event_parse::{self as ep, Command, ErrKind};
+use core::fmt::Write;
+use kernel::bindings;
+use kernel::ffi::{c_char, c_int, c_long, c_void};
+use kernel::str::CStr;
+
+/// `kprobe_events` content: one canonical line per event.
+pub(crate) fn write_events(w: &mut impl Write) -> core::fmt::Result {
+    let mut g = Locked::lock();
+    for e in g.events().iter() {
+        writeln!(w, "{}", core::str::from_utf8(&e.def).unwrap_or("?"))?;
+    }
+    Ok(())
+}
+
+/// `kprobe_profile` content: event, hits, misses.
+pub(crate) fn write_profile(w: &mut impl Write) -> core::fmt::Result {
+    let mut g = Locked::lock();
+    for e in g.events().iter() {
+        writeln!(
+            w,
+            "  {:<44} {:>15} {:>15}",
+            e.name_str(),
+            e.hits.sum(),
+            e.nmissed()
+        )?;
+    }
+    Ok(())
+}
+
+/// A fixed buffer `fmt::Write` that keeps a NUL after the text.
+pub(super) struct BufWriter<'a> {
+    pub(super) buf: &'a mut [u8],
+    pub(super) len: usize,
+    pub(super) overflow: bool,
+}
+
+impl<'a> BufWriter<'a> {
+    pub(super) fn new(buf: &'a mut [u8]) -> Self {
+        BufWriter {
+            buf,
+            len: 0,
+            overflow: false,
+        }
+    }
+}
+
+impl Write for BufWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len().saturating_sub(self.len + 1);
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        if let Some(b) = self.buf.get_mut(self.len) {
+            *b = 0;
+        }
+        if n < s.len() {
+            self.overflow = true;
+        }
+        Ok(())
+    }
+}
+
+/// Handles one line; errors are logged against `line`.
+pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
+    let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
+        log_error(g, line, kind, pos);
+        Err(e)
+    };
+    let cmd = match ep::parse_line(line, REGS) {
+        Ok(c) => c,
+        Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.kind.errno())),
+    };
+    match cmd {
+        Command::Empty => Ok(()),
+        Command::Remove { group, event } => {
+            let group = group.unwrap_or(ep::DEFAULT_GROUP);
+            let events = g.events();
+            let Some(i) = events
+                .iter()
+                .position(|e| e.name_str() == event && e.group_str() == group)
+            else {
+                return fail(g, ErrKind::NoSuchEvent, 2, ENOENT);
+            };
+            remove_at(g, i)?;
+            reset_buffers();
+            Ok(())
+        }
+        Command::Probe(d) => {
+            // Room first: once registered, the event must not be dropped.
+            if g.events().reserve(1, GFP_KERNEL).is_err() {
+                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            }
+            let mut buf = [0u8; ep::MAX_EVENT_NAME_LEN + 1];
+            let event = match d.event {
+                Some(e) => e,
+                None => d.write_default_name(&mut buf),
+            };
+            let group = d.group_or_default();
+            if g.events()
+                .iter()
+                .any(|e| e.name_str() == event && e.group_str() == group)
+            {
+                return fail(g, ErrKind::EventExist, 2, EEXIST);
+            }
+            let mut ev = match build(&d, event) {
+                Ok(ev) => ev,
+                Err((k, e)) => return fail(g, k, d.location_pos, e),
+            };
+            // The trace event first (not yet visible): the probe may fire
+            // as soon as it is registered, and records need the event.
+            let owner = (&mut *ev as *mut Event).cast::<c_void>();
+            // SAFETY: the strings live in `ev`, which outlives the event.
+            ev.tev = unsafe {
+                kp_tev_create(
+                    owner,
+                    ev.group.as_ptr(),
+                    ev.name.as_ptr(),
+                    ev.print_fmt.as_mut_ptr(),
+                    ev.is_return,
+                )
+            };
+            if ev.tev.is_null() {
+                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            }
+            if let Some(addr) = requested_address(&d).filter(|&a| within_notrace_func(a)) {
+                // SAFETY: never registered with the trace core.
+                unsafe { kp_tev_free(ev.tev) };
+                pr_warn!(
+                    "Could not probe notrace function {}\n",
+                    crate::symbols::Shown(addr)
+                );
+                return fail(g, ErrKind::FailRegProbe, d.location_pos, EINVAL);
+            }
+            if let Err(e) = register_probe(&mut ev, &d) {
+                // SAFETY: never registered with the trace core.
+                unsafe { kp_tev_free(ev.tev) };
+                let kind = if e == ENOENT {
+                    ErrKind::BadProbeAddr
+                } else if e.to_errno() == -(bindings::EILSEQ as i32) {
+                    ErrKind::BadInsnBndry
+                } else {
+                    ErrKind::FailRegProbe
+                };
+                return fail(g, kind, d.location_pos, e);
+            }
+            // SAFETY: a new event of ours.
+            let r = unsafe { kp_tev_register(ev.tev) };
+            if r != 0 {
+                unregister_probe(&mut ev);
+                // SAFETY: not registered with the trace core; the probe is
+                // gone (unregister waited for its handlers).
+                unsafe { kp_tev_free(ev.tev) };
+                let kind = if r == -(bindings::EEXIST as c_int) {
+                    ErrKind::EventExist
+                } else {
+                    ErrKind::FailRegProbe
+                };
+                return fail(g, kind, 2, Error::from_errno(r));
+            }
+            // Cannot fail: room was reserved above.
+            let _ = g.events().push(ev, GFP_KERNEL);
+            Ok(())
+        }
+    }
+}
+
+/// Removes event `i`: `-EBUSY` while it is enabled.
+pub(super) fn remove_at(g: &mut Locked, i: usize) -> Result {
+    let events = g.events();
+    let Some(ev) = events.get_mut(i) else {
+        return Err(ENOENT);
+    };
+    // SAFETY: a registered event of ours.
+    let r = unsafe { kp_tev_unregister(ev.tev) };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    unregister_probe(ev);
+    // SAFETY: unregistered above; no handler runs any more.
+    unsafe { kp_tev_free(ev.tev) };
+    // Remove element `i`, keeping the order (KVec of 6.12 has no `remove`).
+    events.as_mut_slice()[i..].rotate_left(1);
+    let last = events.len() - 1;
+    // SAFETY: the element at `last` is read out exactly once and the length
+    // shrinks past it, so it is neither used nor dropped again.
+    let gone = unsafe {
+        let p = events.as_mut_ptr().add(last);
+        events.set_len(last);
+        p.read()
+    };
+    drop(gone);
+    Ok(())
+}
+
+/// `kprobe_events` opened with `O_TRUNC`: removes every event, or none
+/// (`-EBUSY`) if one is enabled.
+#[no_mangle]
+pub(crate) extern "C" fn kp_events_clear() -> c_int {
+    let mut g = Locked::lock();
+    // SAFETY: registered events of ours.
+    if g.events().iter().any(|e| unsafe { kp_tev_enabled(e.tev) }) {
+        return -(bindings::EBUSY as c_int);
+    }
+    let mut r = 0;
+    while !g.events().is_empty() {
+        let last = g.events().len() - 1;
+        if let Err(e) = remove_at(&mut g, last) {
+            r = e.to_errno();
+            break;
+        }
+    }
+    reset_buffers();
+    r
+}
+
+/// A write to `kprobe_events`: runs each line; stops at the first failing
+/// one (earlier lines stay in effect). Returns `len` or `-errno`.
+///
+/// # Safety
+///
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_events_write(buf: *const c_char, len: usize) -> c_long {
+    // SAFETY: per the function's contract.
+    let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
+    let Ok(text) = core::str::from_utf8(bytes) else {
+        return -(bindings::EINVAL as c_long);
+    };
+    let mut g = Locked::lock();
+    for line in text.split('\n') {
+        if let Err(e) = run_line(&mut g, line.trim_end_matches('\r')) {
+            return e.to_errno() as c_long;
+        }
+    }
+    len as c_long
+}
+
+/// `kp_event_command()`: runs one `kprobe_events` line, as writing it to the
+/// control file with `>>` would (for modules that define events in code,
+/// like the kernel's `kprobe_event_gen_cmd` API). 0 or -errno; refused lines
+/// are explained in `error_log`.
+///
+/// # Safety
+///
+/// `line` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn kp_event_command(line: *const c_char) -> c_int {
+    if line.is_null() {
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: NUL-terminated per the contract.
+    let line = unsafe { CStr::from_char_ptr(line) };
+    let Ok(text) = core::str::from_utf8(line.as_bytes()) else {
+        return -(bindings::EINVAL as c_int);
+    };
+    let mut g = Locked::lock();
+    match run_line(&mut g, text) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `kp_event_id()`: the trace event type of `GROUP/EVENT` (null group: the
+/// default), the `id` tracefs shows and perf's `PERF_TYPE_TRACEPOINT`
+/// config; `-ENOENT` if there is no such event.
+///
+/// # Safety
+///
+/// `group` is null or NUL-terminated; `event` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn kp_event_id(group: *const c_char, event: *const c_char) -> c_int {
+    if event.is_null() {
+        return -(bindings::EINVAL as c_int);
+    }
+    // SAFETY: NUL-terminated per the contract.
+    let event = unsafe { CStr::from_char_ptr(event) }.as_bytes();
+    let group = if group.is_null() {
+        ep::DEFAULT_GROUP.as_bytes()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_char_ptr(group) }.as_bytes()
+    };
+    let mut g = Locked::lock();
+    match g
+        .events()
+        .iter()
+        .find(|e| e.name_str().as_bytes() == event && e.group_str().as_bytes() == group)
+    {
+        // SAFETY: a registered event of ours.
+        Some(e) => unsafe { kp_tev_id(e.tev) },
+        None => -(bindings::ENOENT as c_int),
+    }
+}
+
+// ---- the hit path ----

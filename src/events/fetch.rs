@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Running a fetch program at a hit: registers, stack, memory (never
+//! faulting: `copy_from_kernel_nofault` / `_user_`), strings.
+
+use super::*;
+use crate::arch::regs::{self, Location, Regs};
+use crate::event_parse::Type;
+use kernel::bindings::{self, pt_regs};
+
+/// Whether a plain (`+OFFS`) read of `addr` goes to user memory: like the
+/// kernel's probe_mem_read(), addresses below the kernel half are user
+/// addresses (a system call's pointer arguments).
+pub(super) fn is_user_addr(addr: usize) -> bool {
+    (addr as isize) >= 0
+}
+
+pub(super) fn read_word(addr: usize, user: bool, size: usize) -> Option<u64> {
+    let user = user || is_user_addr(addr);
+    let mut v = 0u64;
+    // SAFETY: nofault copies of at most 8 bytes into `v`.
+    let r = unsafe {
+        if user {
+            bindings::copy_from_user_nofault((&mut v as *mut u64).cast(), addr as *const _, size)
+        } else {
+            bindings::copy_from_kernel_nofault((&mut v as *mut u64).cast(), addr as *const _, size)
+        }
+    };
+    (r == 0).then_some(v)
+}
+
+/// Runs `ops`; the last op, when it is a dereference and `last` says so, is
+/// not executed: its address is returned (for strings and sized reads).
+pub(super) fn run(
+    ops: &[COp],
+    regs: &pt_regs,
+    stop_before_last_deref: bool,
+) -> Option<(u64, Option<bool>)> {
+    let mut v = 0u64;
+    let n = ops.len();
+    for (i, op) in ops.iter().enumerate() {
+        v = match *op {
+            // SAFETY: `r` is an index into `struct pt_regs` words from the
+            // arch's register table.
+            COp::Reg(r) => unsafe { *(regs as *const pt_regs).cast::<u64>().add(usize::from(r)) },
+            COp::Stack(k) => read_word(regs::sp(regs) + 8 * k as usize, false, 8)?,
+            COp::StackAddr => regs::sp(regs) as u64,
+            // SAFETY: `Regs` is a transparent `pt_regs`; shared view.
+            COp::Arg(k) => match unsafe { &*(regs as *const pt_regs).cast::<Regs>() }
+                .arg_location(k as usize)
+            {
+                Location::Register(x) => x as u64,
+                Location::Stack(a) => read_word(a, false, 8)?,
+            },
+            COp::Retval => regs::return_value(regs) as u64,
+            // Resolved at compile time; `$comm` is read as a string.
+            COp::Comm | COp::Symbol { .. } => 0,
+            COp::Imm(x) | COp::Addr(x) => x,
+            COp::Deref { offset, user } => {
+                let a = v.wrapping_add(offset as u64);
+                if i + 1 == n && stop_before_last_deref {
+                    return Some((a, Some(user)));
+                }
+                read_word(a as usize, user, 8)?
+            }
+        };
+    }
+    Some((v, None))
+}
+
+/// The value of a non-string argument.
+pub(super) fn fetch_value(a: &Arg, regs: &pt_regs) -> u64 {
+    let ops = &a.ops[..a.nops];
+    let v = match run(ops, regs, true) {
+        Some((addr, Some(user))) => read_word(addr as usize, user, value_size(a.ty)).unwrap_or(0),
+        Some((v, None)) => v,
+        None => 0,
+    };
+    match a.ty {
+        Type::Bitfield { width, offset, .. } => {
+            (v >> offset) & (u64::MAX >> (64 - u32::from(width)))
+        }
+        _ => v,
+    }
+}
+
+/// Copies a string argument into `out` (NUL-terminated, truncated);
+/// returns the bytes used (0: fault).
+pub(super) fn fetch_string(a: &Arg, regs: &pt_regs, out: &mut [u8]) -> usize {
+    if out.is_empty() {
+        return 0;
+    }
+    let ops = &a.ops[..a.nops];
+    if matches!(ops.first(), Some(COp::Comm)) {
+        // SAFETY: `current` is valid; `comm` is a NUL-terminated array.
+        let comm = unsafe { (*bindings::get_current()).comm };
+        let n = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+        let n = n.min(out.len() - 1);
+        out[..n].copy_from_slice(&comm[..n]);
+        out[n] = 0;
+        return n + 1;
+    }
+    if a.ty == Type::SymStr {
+        let v = fetch_value(a, regs);
+        // SAFETY: bounded formatting of an address with %pS.
+        let n = unsafe {
+            snprintf(
+                out.as_mut_ptr(),
+                out.len(),
+                c"%pS".as_ptr().cast(),
+                v as usize,
+            )
+        };
+        return (n.max(0) as usize).min(out.len() - 1) + 1;
+    }
+    let Some((addr, user)) = run(ops, regs, true) else {
+        return 0;
+    };
+    let user = user.unwrap_or(false) || a.ty == Type::UString || is_user_addr(addr as usize);
+    let mut done = 0;
+    while done < out.len() - 1 {
+        let at = (addr as usize).wrapping_add(done);
+        let chunk = (4096 - at % 4096).min(out.len() - 1 - done);
+        // SAFETY: nofault copies into `out`.
+        let r = unsafe {
+            let dst = out.as_mut_ptr().add(done).cast();
+            if user {
+                bindings::copy_from_user_nofault(dst, at as *const _, chunk)
+            } else {
+                bindings::copy_from_kernel_nofault(dst, at as *const _, chunk)
+            }
+        };
+        if r != 0 {
+            if done == 0 {
+                return 0;
+            }
+            break;
+        }
+        if let Some(z) = out[done..done + chunk].iter().position(|&c| c == 0) {
+            return done + z + 1;
+        }
+        done += chunk;
+    }
+    out[done] = 0;
+    done + 1
+}

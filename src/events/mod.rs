@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kprobe_events: probes defined by text, recorded as real trace events.
+//!
+//! `/sys/kernel/debug/kp/kprobe_events` takes the lines of
+//! `Documentation/trace/kprobetrace.rst` (grammar in `event_parse.rs`): `>`
+//! replaces every event (refused with `-EBUSY` while one is enabled), `>>`
+//! appends. Each `p`/`r` line becomes an engine kprobe or kretprobe plus a
+//! trace event registered with the kernel's trace event core
+//! (`src/events.c`), so `/sys/kernel/tracing/events/<GRP>/<EVENT>/` has
+//! `enable`, `filter`, `format`, `id`, and records land in the trace buffer:
+//! `<event>: (sym+off) name=value ...`. `kprobe_profile` shows hits and
+//! misses per event; `error_log` explains refused lines in the kernel's
+//! format.
+//!
+//! Records follow the kernel's kprobe events: a `trace_entry`, the probe
+//! address (return probes: function and return address), then the arguments
+//! packed in order; strings as `__data_loc char[]` with their bytes after
+//! the fixed part (at most [`MAX_STRING`] bytes each here). A failed memory
+//! read stores 0, or an empty string printed `(fault)`, and never faults.
+//!
+//! Layout: `control.rs` (the files), `compile.rs` (line to event),
+//! `fetch.rs` (fetch programs at a hit), `record.rs` (the trace event's
+//! callbacks), `log.rs` (`error_log`).
+
+use crate::abi::KpKretprobe;
+use crate::event_parse::{self as ep, Op, Type};
+use core::cell::UnsafeCell;
+use kernel::bindings::pt_regs;
+use kernel::ffi::{c_char, c_int, c_void};
+use kernel::prelude::*;
+
+mod compile;
+mod control;
+mod fetch;
+mod log;
+mod record;
+
+use compile::*;
+pub(crate) use control::*;
+pub use control::{kp_event_command, kp_event_id};
+use fetch::*;
+pub(crate) use log::*;
+use record::*;
+
+/// Longest string argument stored, NUL included.
+pub(crate) const MAX_STRING: usize = 256;
+
+/// Error log entries kept.
+pub(super) const ERROR_LOG_LEN: usize = 8;
+
+/// Longest command kept in the error log.
+pub(super) const ERROR_CMD_LEN: usize = 256;
+
+/// This architecture's `%REG` names.
+pub(super) const REGS: &ep::RegTable = crate::arch::event_regs::EVENT_REGS;
+
+extern "C" {
+    fn kp_events_set_event_mutex(m: *mut c_void);
+    fn kp_events_lock();
+    fn kp_events_unlock();
+    fn kp_tev_create(
+        owner: *mut c_void,
+        group: *const c_char,
+        name: *const c_char,
+        print_fmt: *mut c_char,
+        is_return: bool,
+    ) -> *mut c_void;
+    fn kp_tev_register(t: *mut c_void) -> c_int;
+    fn kp_tev_unregister(t: *mut c_void) -> c_int;
+    fn kp_tev_free(t: *mut c_void);
+    fn kp_tev_enabled(t: *mut c_void) -> bool;
+    fn kp_tev_id(t: *mut c_void) -> c_int;
+    fn kp_tev_record(t: *mut c_void, regs: *mut pt_regs, ip: usize, ret_ip: usize);
+    fn trace_define_field(
+        call: *mut c_void,
+        ty: *const c_char,
+        name: *const c_char,
+        offset: c_int,
+        size: c_int,
+        is_signed: c_int,
+        filter_type: c_int,
+    ) -> c_int;
+    fn trace_seq_puts(s: *mut c_void, str: *const c_char);
+    fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
+}
+
+/// Bytes before the arguments: `trace_entry` (8) + ip, or + func + ret_ip.
+pub(super) fn head_size(is_return: bool) -> usize {
+    if is_return {
+        24
+    } else {
+        16
+    }
+}
+
+/// One operation of a compiled fetch program: the parser's, with every
+/// `@SYM` resolved to an [`Op::Addr`] (so nothing borrows the line).
+pub(super) type COp = Op<'static>;
+
+/// A compiled fetch argument.
+pub(super) struct Arg {
+    /// NUL-terminated.
+    pub(super) name: KVec<u8>,
+    pub(super) ops: [COp; ep::MAX_OPS],
+    pub(super) nops: usize,
+    pub(super) ty: Type,
+    /// Offset of the field after the head.
+    pub(super) offset: usize,
+    /// Bytes in the fixed part (4 for strings: a `__data_loc`).
+    pub(super) size: usize,
+}
+
+/// One event. `rp` comes first so that the engine's probe pointer is the
+/// event's (`#[repr(C)]`); a plain probe uses `rp.kp`.
+#[repr(C)]
+pub(crate) struct Event {
+    pub(super) rp: KpKretprobe,
+    pub(super) is_return: bool,
+    pub(super) tev: *mut c_void,
+    /// NUL-terminated group and event names and print format.
+    pub(super) group: KVec<u8>,
+    pub(super) name: KVec<u8>,
+    pub(super) print_fmt: KVec<u8>,
+    /// The canonical definition line (no NUL).
+    pub(super) def: KVec<u8>,
+    pub(super) args: KVec<Arg>,
+    /// Size of the arguments' fixed part.
+    pub(super) fixed: usize,
+    pub(super) hits: crate::percpu::Counter,
+}
+
+impl Event {
+    fn name_str(&self) -> &str {
+        text(&self.name)
+    }
+
+    fn group_str(&self) -> &str {
+        text(&self.group)
+    }
+
+    fn nmissed(&self) -> usize {
+        if self.is_return {
+            self.rp.nmissed.max(0) as usize
+        } else {
+            self.rp.kp.nmissed
+        }
+    }
+}
+
+/// The events, in definition order; touched only under `kp_events_lock()`.
+pub(super) struct Events(UnsafeCell<KVec<KBox<Event>>>);
+
+// SAFETY: reached only through `Locked::events`, under the events mutex.
+unsafe impl Sync for Events {}
+
+pub(super) static EVENTS: Events = Events(UnsafeCell::new(KVec::new()));
+
+/// Holds the events mutex.
+pub(super) struct Locked;
+
+impl Locked {
+    fn lock() -> Self {
+        // SAFETY: process context; released in `drop`.
+        unsafe { kp_events_lock() };
+        Locked
+    }
+
+    fn events(&mut self) -> &mut KVec<KBox<Event>> {
+        // SAFETY: the mutex is held for as long as `self` lives, and `self`
+        // is borrowed mutably for as long as the result.
+        unsafe { &mut *EVENTS.0.get() }
+    }
+
+    fn log(&mut self) -> &mut ErrorLog {
+        // SAFETY: as in `events`.
+        unsafe { &mut *ERROR_LOG.0.get() }
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: taken in `lock`.
+        unsafe { kp_events_unlock() };
+    }
+}
+
+/// Defined events.
+pub(crate) fn count() -> usize {
+    Locked::lock().events().len()
+}
+
+/// `void tracing_reset_all_online_cpus(void)` (kernel/trace/trace.c, not
+/// exported), resolved at init; 0 if missing (then old records stay in the
+/// buffer after a removal, and are still read within their bounds).
+pub(super) static RESET_BUFFERS: core::sync::atomic::AtomicUsize =
+    core::sync::atomic::AtomicUsize::new(0);
+
+/// After events were removed: resets the trace buffers that recorded a
+/// removed event (the trace core marks them `clear_trace` when an event
+/// that was ever enabled is removed), as the kernel's `dyn_event_release()`
+/// does, so that a new event reusing a removed one's type id never has the
+/// old records read with its own layout.
+pub(super) fn reset_buffers() {
+    let f = RESET_BUFFERS.load(core::sync::atomic::Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: `f` is `tracing_reset_all_online_cpus`, resolved in
+        // `init`, with the C signature `void (void)`; process context.
+        unsafe {
+            let f: unsafe extern "C" fn() = core::mem::transmute(f);
+            f();
+        }
+    }
+}
+
+/// Finds the trace event core's `event_mutex` (not exported) for the C glue
+/// (without it probe events are refused, `-ENODEV`; probes still work) and
+/// [`RESET_BUFFERS`].
+pub(crate) fn init() {
+    RESET_BUFFERS.store(
+        crate::symbols::lookup_name(kernel::c_str!("tracing_reset_all_online_cpus")).unwrap_or(0),
+        core::sync::atomic::Ordering::Release,
+    );
+    match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
+        // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
+        Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
+        None => pr_warn!("event_mutex not found: kprobe_events disabled\n"),
+    }
+}
+
+/// Removes every event at engine unload (none can be enabled: enabling one
+/// pins the module).
+pub(crate) fn exit() {
+    let _ = kp_events_clear();
+    // The list is a static: free its buffer (kmemleak found it).
+    let mut g = Locked::lock();
+    drop(core::mem::take(g.events()));
+}

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The trace event's side, called from `src/events.c`: the record's size,
+//! filling it at a hit, printing it, its fields for `format` and filters.
+
+use super::*;
+use crate::abi::{KpKprobe, KpKretprobeInstance};
+use crate::event_parse::Type;
+use core::fmt::Write;
+use kernel::bindings::pt_regs;
+use kernel::ffi::{c_char, c_int, c_void};
+
+/// C callback: bytes of arguments for this hit (fixed part + strings).
+///
+/// # Safety
+///
+/// `owner` is a live event, `regs` the trap frame.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_args_size(
+    owner: *mut c_void,
+    regs: *mut pt_regs,
+    _ret_ip: usize,
+) -> usize {
+    // SAFETY: per the function's contract.
+    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    let mut total = ev.fixed;
+    let mut strings = ev.args.iter().filter(|a| a.ty.is_string()).peekable();
+    if strings.peek().is_none() {
+        // No string: no scratch buffer to clear on every hit.
+        return total;
+    }
+    let mut tmp = [0u8; MAX_STRING];
+    for a in strings {
+        total += fetch_string(a, regs, &mut tmp);
+    }
+    total
+}
+
+/// C callback: fills the arguments of a reserved record of `size` bytes
+/// after `head`.
+///
+/// # Safety
+///
+/// `owner` is a live event, `regs` the trap frame, `entry` a reserved record
+/// of `head + size` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_store_args(
+    owner: *mut c_void,
+    regs: *mut pt_regs,
+    _ret_ip: usize,
+    entry: *mut u8,
+    head: usize,
+    size: usize,
+) {
+    // SAFETY: per the function's contract.
+    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    // SAFETY: the record has `head + size` bytes.
+    let body = unsafe { core::slice::from_raw_parts_mut(entry.add(head), size) };
+    let mut dyn_at = ev.fixed.min(size);
+    for a in ev.args.iter() {
+        let Some(field) = body.get_mut(a.offset..a.offset + a.size) else {
+            continue;
+        };
+        if a.ty.is_string() {
+            let room = (size - dyn_at).min(MAX_STRING);
+            let (field_end, rest) = body.split_at_mut(dyn_at);
+            let n = fetch_string(a, regs, &mut rest[..room]);
+            let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
+            if let Some(f) = field_end.get_mut(a.offset..a.offset + 4) {
+                f.copy_from_slice(&loc.to_ne_bytes());
+            }
+            dyn_at += n;
+        } else {
+            let v = fetch_value(a, regs).to_ne_bytes();
+            field.copy_from_slice(&v[..a.size]);
+        }
+    }
+}
+
+/// C callback: the event's name for the output line.
+///
+/// # Safety
+///
+/// `owner` is a live event.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_name(owner: *mut c_void) -> *const c_char {
+    // SAFETY: per the function's contract.
+    unsafe { (*owner.cast::<Event>()).name.as_ptr() }
+}
+
+/// C callback: ` name=value` for each argument of the record `entry`.
+///
+/// # Safety
+///
+/// `owner` is the event that wrote `entry`; `s` a trace_seq.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_print_args(
+    owner: *mut c_void,
+    s: *mut c_void,
+    entry: *const u8,
+    size: c_int,
+) {
+    // SAFETY: per the function's contract.
+    let ev = unsafe { &*owner.cast::<Event>() };
+    let head = head_size(ev.is_return);
+    // Every read below stays inside the record's `size` bytes, whatever
+    // the record holds: a record is only ever read with the layout of the
+    // event that now owns its type id, and an older event's records (had
+    // the buffer not been reset after its removal) or a torn one must not
+    // make the reader walk off the record.
+    let size = usize::try_from(size).unwrap_or(0);
+    // SAFETY: the trace core hands us the whole record of `size` bytes.
+    let rec = unsafe { core::slice::from_raw_parts(entry, size) };
+    for a in ev.args.iter() {
+        let mut buf = [0u8; MAX_STRING + 64];
+        let mut w = BufWriter::new(&mut buf);
+        let name = text(&a.name);
+        let _ = write!(w, " {}=", name);
+        let start = head + a.offset;
+        let Some(field) = rec.get(start..start + a.size) else {
+            let _ = w.write_str("(bad record)");
+            // SAFETY: `buf` is NUL-terminated by the writer.
+            unsafe { trace_seq_puts(s, buf.as_ptr()) };
+            continue;
+        };
+        let mut word = [0u8; 8];
+        word[..a.size.min(8)].copy_from_slice(&field[..a.size.min(8)]);
+        let v = u64::from_ne_bytes(word);
+        let _ = match a.ty {
+            Type::Unsigned(_) | Type::Bitfield { .. } => write!(w, "{}", v),
+            Type::Signed(n) => {
+                let shift = 64 - 8 * u32::from(n);
+                write!(w, "{}", ((v << shift) as i64) >> shift)
+            }
+            Type::Hex(_) => write!(w, "0x{:x}", v),
+            Type::Char => write!(w, "'{}'", (v as u8) as char),
+            Type::Symbol => {
+                let mut sym = [0u8; 256];
+                // SAFETY: bounded formatting of an address.
+                let n = unsafe {
+                    snprintf(
+                        sym.as_mut_ptr(),
+                        sym.len(),
+                        c"%pS".as_ptr().cast(),
+                        v as usize,
+                    )
+                };
+                let n = (n.max(0) as usize).min(sym.len() - 1);
+                write!(w, "{}", core::str::from_utf8(&sym[..n]).unwrap_or("?"))
+            }
+            Type::String | Type::UString | Type::SymStr => {
+                let loc = v as u32;
+                let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+                if len == 0 {
+                    w.write_str("(fault)")
+                } else if let Some(bytes) = rec.get(off..off + len - 1).filter(|_| off >= head) {
+                    let _ = w.write_str("\"");
+                    for &c in bytes {
+                        let _ = w.write_char(if c.is_ascii_graphic() || c == b' ' {
+                            c as char
+                        } else {
+                            '.'
+                        });
+                    }
+                    w.write_str("\"")
+                } else {
+                    w.write_str("(bad record)")
+                }
+            }
+        };
+        // SAFETY: `buf` is NUL-terminated by the writer.
+        unsafe { trace_seq_puts(s, buf.as_ptr()) };
+    }
+}
+
+/// C callback: the arguments' fields for filters and `format`.
+///
+/// # Safety
+///
+/// `owner` is a live event; `call` its trace_event_call.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_define_fields(
+    owner: *mut c_void,
+    call: *mut c_void,
+) -> c_int {
+    // SAFETY: per the function's contract.
+    let ev = unsafe { &*owner.cast::<Event>() };
+    let head = head_size(ev.is_return);
+    for a in ev.args.iter() {
+        let (ty, size, signed) = field_type(a.ty);
+        // SAFETY: NUL-terminated strings that live as long as the event.
+        let r = unsafe {
+            trace_define_field(
+                call,
+                ty.as_ptr().cast(),
+                a.name.as_ptr(),
+                (head + a.offset) as c_int,
+                size as c_int,
+                c_int::from(signed),
+                0,
+            )
+        };
+        if r != 0 {
+            return r;
+        }
+    }
+    0
+}
+
+/// The probe's pre handler: count, record.
+///
+/// # Safety
+///
+/// Called by the engine with an event's probe.
+pub(super) unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> c_int {
+    // SAFETY: `p` is the first field of a live `Event` (`#[repr(C)]`).
+    let ev = unsafe { &*p.cast::<Event>() };
+    ev.hits.inc();
+    // SAFETY: a registered event; `regs` is the trap frame.
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0) };
+    0
+}
+
+/// The kretprobe's return handler: count, record.
+///
+/// # Safety
+///
+/// Called by the engine with an instance of an event's kretprobe.
+pub(super) unsafe extern "C" fn on_return(
+    ri: *mut KpKretprobeInstance,
+    regs: *mut pt_regs,
+) -> c_int {
+    // SAFETY: `rp` is the first field of a live `Event`.
+    let (ev, ret) = unsafe { (&*(*ri).rp.cast::<Event>(), (*ri).ret_addr) };
+    ev.hits.inc();
+    // SAFETY: as in `on_hit`.
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret) };
+    0
+}
