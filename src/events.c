@@ -51,6 +51,13 @@ struct kp_ret_entry_head {
 	unsigned long ret_ip;
 };
 
+/* The record heads' sizes, for src/events/ (one definition of the layout:
+ * these structs). */
+const size_t kp_ev_head_sizes[2] = {
+	sizeof(struct kp_entry_head),
+	sizeof(struct kp_ret_entry_head),
+};
+
 struct kp_file_link {
 	struct trace_event_file *file;
 	struct list_head list;

@@ -85,13 +85,16 @@ extern "C" {
     fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
 }
 
-/// Bytes before the arguments: `trace_entry` (8) + ip, or + func + ret_ip.
+extern "C" {
+    /// `sizeof` the record heads of `src/events.c` (entry, return).
+    static kp_ev_head_sizes: [usize; 2];
+}
+
+/// Bytes before the arguments: `trace_entry` + ip, or + func + ret_ip
+/// (the C structs' sizes).
 pub(super) fn head_size(is_return: bool) -> usize {
-    if is_return {
-        24
-    } else {
-        16
-    }
+    // SAFETY: a constant array of the C glue.
+    unsafe { kp_ev_head_sizes[usize::from(is_return)] }
 }
 
 /// One operation of a compiled fetch program: the parser's, with every
