@@ -119,7 +119,7 @@ for a in "${built[@]}"; do
 	# guest check wants exactly one), and on arm64 the kernel's one warning
 	# that an oops inside a debug exception (the BRK path) never left its
 	# context-tracking NMI level (ct_kernel_exit, at the CPU's next idle;
-	# README, Known limits). Anything else still counts.
+	# docs/status.md, Known limits). Anything else still counts.
 	if awk '
 		/# Subtest: kp_alloc_fail/ { inaf = 1 }
 		inaf && /ok [0-9]+ kp_alloc_fail/ { inaf = 0 }

@@ -146,7 +146,7 @@ fn engine_first(t: &mut Test) {
             let mut p = engine_probe(b);
             // Kept on its int3: a post handler stops the engine's jump
             // optimizer, whose jump over `c` racing the kernel's probe there
-            // is not what this case tests (README, Known limits).
+            // is not what this case tests (docs/status.md, Known limits).
             p.post_handler = Some(no_post);
             kp_expect_eq!(t, register(&mut p), 0);
             // SAFETY: a kernel kprobe on this module's own function.

@@ -112,7 +112,7 @@ pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
 }
 
 /// Jump optimization: none on arm64 yet (a branch-based detour is
-/// possible for boostable sites within a `B`'s reach; see README, Known
+/// possible for boostable sites within a `B`'s reach; see docs/status.md, Known
 /// limits).
 pub(crate) const OPT_SUPPORTED: bool = false;
 /// The most bytes a jump covers (none).

@@ -82,7 +82,7 @@ pub(super) fn int3_to_end(pc: usize, fend: usize) -> bool {
 ///   padding, and the kernel's own: alternatives that shorten a `jmp` fill
 ///   the rest with `int3`, on any config): the kernel's kprobes, kgdb, a
 ///   text_poke_bp() in progress. (A kernel kprobe on the instruction after
-///   a `ret` or `jmp` looks the same as that padding: README, Known
+///   a `ret` or `jmp` looks the same as that padding: docs/status.md, Known
 ///   limits.)
 /// - a `jmp rel32` to the start of a kernel optprobe detour (its first
 ///   bytes are the kernel's template): a jump-optimized kernel kprobe, whose
