@@ -823,3 +823,36 @@ fn group15_class(m: u8, mp: u8) -> Class {
         _ => Class::Plain,
     }
 }
+
+/// Whether the copy may run with interrupts on and return by a jump
+/// (boosting, one trap per hit instead of two). As the kernel's
+/// `can_boost()`, conservatively: one-byte-map instructions without `lock`,
+/// `rep`, address-size or CS prefixes, except those that may trap by design
+/// or touch the flags the step protects (x87 escapes, `div`/`idiv` and the
+/// other F6/F7/FE group members, `pushf`, `bound`), plus a few two-byte
+/// ones; no VEX/EVEX. Pure policy over the decoded instruction: the host
+/// tests check it against iced-x86's flow control on the built kernels.
+pub fn can_boost(insn: &Insn) -> bool {
+    if insn.class != Class::Plain
+        || insn.lock
+        || insn.rep
+        || insn.addrsize
+        || insn.seg == Some(0x2e)
+        || insn.vex
+        || insn.evex
+        || insn.string_op
+    {
+        return false;
+    }
+    match insn.map {
+        OpMap::Legacy => !matches!(
+            insn.opcode,
+            0x62 | 0x9c | 0xd6 | 0xd8..=0xdf | 0xf6 | 0xf7 | 0xfe
+        ),
+        // nop, cmovcc, setcc, imul, movzx/movsx
+        OpMap::M0F => {
+            matches!(insn.opcode, 0x1f | 0x40..=0x4f | 0x90..=0x9f | 0xaf | 0xb6 | 0xb7 | 0xbe | 0xbf)
+        }
+        _ => false,
+    }
+}

@@ -106,7 +106,7 @@ pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchIn
         }
     }
     let slot = slots::alloc().ok_or(ENOSPC)?;
-    let boostable = can_boost(&insn);
+    let boostable = decode::can_boost(&insn);
     // Step copy at slot + 0, ending in an int3 or, when boostable, in the
     // `post` tail (the post handlers without a second trap); boosted copy
     // at slot + BOOST_OFF, ending in a jmp back to the next original
@@ -171,38 +171,6 @@ pub(super) fn place_copy(
         copy[off..off + 4].copy_from_slice(&new.to_le_bytes());
     }
     Ok(())
-}
-
-/// Whether the copy may run with interrupts on and return by a jump
-/// (boosting, one trap per hit instead of two). As the kernel's
-/// `can_boost()`, conservatively: one-byte-map instructions without `lock`,
-/// `rep`, address-size or CS prefixes, except those that may trap by design
-/// or touch the flags the step protects (x87 escapes, `div`/`idiv` and the
-/// other F6/F7/FE group members, `pushf`, `bound`), plus a few two-byte
-/// ones; no VEX/EVEX.
-pub(super) fn can_boost(insn: &decode::Insn) -> bool {
-    if insn.class != Class::Plain
-        || insn.lock
-        || insn.rep
-        || insn.addrsize
-        || insn.seg == Some(0x2e)
-        || insn.vex
-        || insn.evex
-        || insn.string_op
-    {
-        return false;
-    }
-    match insn.map {
-        decode::OpMap::Legacy => !matches!(
-            insn.opcode,
-            0x62 | 0x9c | 0xd6 | 0xd8..=0xdf | 0xf6 | 0xf7 | 0xfe
-        ),
-        // nop, cmovcc, setcc, imul, movzx/movsx
-        decode::OpMap::M0F => {
-            matches!(insn.opcode, 0x1f | 0x40..=0x4f | 0x90..=0x9f | 0xaf | 0xb6 | 0xb7 | 0xbe | 0xbf)
-        }
-        _ => false,
-    }
 }
 
 /// Gives back the resources of a prepared instruction.

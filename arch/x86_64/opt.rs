@@ -33,8 +33,8 @@
 //! covered bytes after their first; the jump is written after every task
 //! that might be inside them left (`synchronize_rcu_tasks()`).
 
-use super::decode::{self, decode, Class, MAX_INSN_LEN};
-use super::{can_boost, place_copy, put_rel32, read_text, INT3, SLOT_SIZE};
+use super::decode::{self, can_boost, decode, Class, MAX_INSN_LEN};
+use super::{place_copy, put_rel32, read_text, INT3, SLOT_SIZE};
 use crate::{slots, symbols, text};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;

@@ -38,7 +38,7 @@ pub(crate) fn is_step_done(trap_addr: usize, insn: &ArchInsn) -> bool {
     insn.slot != 0 && !insn.post_tail && trap_addr == insn.slot + insn.len as usize
 }
 
-/// Whether `insn` can be boosted (see [`can_boost`]).
+/// Whether `insn` can be boosted (see [`decode::can_boost`]).
 pub(crate) fn boostable(insn: &ArchInsn) -> bool {
     insn.boostable
 }

@@ -1003,3 +1003,97 @@ fn vmlinux_scan() {
     }
     assert!(stats.failures.is_empty() && mods.failures.is_empty());
 }
+
+/// `can_boost` (the kernel's boosting rule, `arch/x86_64/decode.rs`) never
+/// lets through an instruction that must not run out of line followed by a
+/// jump back with interrupts on: by iced's reading, a boostable one goes on
+/// to the next instruction (no branch, call, return, interrupt or
+/// exception), does not touch the interrupt flag, does not halt, and is
+/// not privileged but for port I/O (`in`/`out`, which the kernel's
+/// `can_boost()` boosts too: ring 0 runs them anywhere).
+fn boost_violation(bytes: &[u8]) -> Option<String> {
+    let o = decode(bytes).ok()?;
+    if !kprobes_logic::x86_decode::can_boost(&o) {
+        return None;
+    }
+    let mut dec = Decoder::with_ip(64, bytes, 0xffff_ffff_8100_0000, DecoderOptions::NONE);
+    let instr = dec.decode();
+    if instr.is_invalid() {
+        // Invalid for iced: the kernel would not run it; the engine's own
+        // step would trap loudly (#UD) rather than misbehave.
+        return None;
+    }
+    let flow_ok = instr.flow_control() == FlowControl::Next;
+    let if_touching = matches!(
+        instr.mnemonic(),
+        Mnemonic::Cli
+            | Mnemonic::Sti
+            | Mnemonic::Popf
+            | Mnemonic::Popfq
+            | Mnemonic::Pushf
+            | Mnemonic::Pushfq
+    );
+    let port_io = matches!(instr.mnemonic(), Mnemonic::In | Mnemonic::Out);
+    let privileged = instr.is_privileged() && !port_io;
+    let halts = instr.mnemonic() == Mnemonic::Hlt;
+    (!flow_ok || privileged || if_touching || halts).then(|| {
+        format!(
+            "[{}] `{}` boostable but flow {:?}, privileged {}",
+            hex(&bytes[..instr.len().min(bytes.len())]),
+            instr,
+            instr.flow_control(),
+            instr.is_privileged()
+        )
+    })
+}
+
+#[test]
+fn can_boost_only_straight_line() {
+    let mut rng = Rng(0x5EED_B005_7000_0001);
+    let (mut tried, mut bad) = (0u64, Vec::new());
+    let mut buf = [0u8; 16];
+    // Every one-byte and 0F opcode with every ModRM, under a few prefix
+    // sets, random tails; then uniform random bytes.
+    for pfx in [
+        &[][..],
+        &[0x66][..],
+        &[0x48][..],
+        &[0xf3][..],
+        &[0x66, 0x48][..],
+    ] {
+        for esc in [false, true] {
+            for op in 0..=255u8 {
+                for modrm in 0..=255u8 {
+                    rng.fill(&mut buf);
+                    let mut i = 0;
+                    for &p in pfx {
+                        buf[i] = p;
+                        i += 1;
+                    }
+                    if esc {
+                        buf[i] = 0x0f;
+                        i += 1;
+                    }
+                    buf[i] = op;
+                    buf[i + 1] = modrm;
+                    tried += 1;
+                    if let Some(e) = boost_violation(&buf) {
+                        bad.push(e);
+                    }
+                }
+            }
+        }
+    }
+    for _ in 0..1_000_000u64 {
+        rng.fill(&mut buf);
+        tried += 1;
+        if let Some(e) = boost_violation(&buf) {
+            bad.push(e);
+        }
+    }
+    println!(
+        "can_boost: {tried} sequences checked, {} violations",
+        bad.len()
+    );
+    assert!(bad.is_empty(), "{}", bad[..bad.len().min(20)].join("\n"));
+}
