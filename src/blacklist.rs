@@ -50,6 +50,7 @@
 //! Exception-table fixup sites and jump-label sites are refused by the
 //! registration checks, not listed here.
 
+use crate::arch::{Refusals, Steps};
 use crate::symbols;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::c_str;
@@ -200,7 +201,7 @@ pub(crate) fn init() -> Result {
     for i in 0..nsec {
         let (start, end) = (v.as_slice()[i].start, v.as_slice()[i].end);
         let mut r = Ok(());
-        crate::arch::for_each_direct_branch(start, end, |target| {
+        crate::arch::Arch::for_each_direct_branch(start, end, |target| {
             if r.is_err()
                 || v.as_slice()
                     .iter()
@@ -342,7 +343,7 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
         }
     }
     res?;
-    if let Some(b) = symbols::bounds(crate::arch::trap_entry()) {
+    if let Some(b) = symbols::bounds(crate::arch::Arch::trap_entry()) {
         seen.push(b.start, GFP_KERNEL)?;
         queue.push((b.start, b.start.saturating_add(b.size), 0), GFP_KERNEL)?;
     }
@@ -352,7 +353,7 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
     while let Some(&(start, end, depth)) = queue.get(i) {
         i += 1;
         let mut r = Ok(());
-        crate::arch::for_each_direct_branch(start, end, |t| {
+        crate::arch::Arch::for_each_direct_branch(start, end, |t| {
             if r.is_err() || (start..end).contains(&t) {
                 return;
             }

@@ -36,14 +36,10 @@ mod stats;
 mod symbols;
 mod text;
 
-#[cfg(CONFIG_X86_64)]
-#[path = "../arch/x86_64/mod.rs"]
+// The architecture backend behind its traits (`src/arch.rs`).
 mod arch;
 
-#[cfg(CONFIG_ARM64)]
-#[path = "../arch/arm64/mod.rs"]
-mod arch;
-
+use crate::arch::Traps;
 use kernel::prelude::*;
 
 pub use blacklist::{kp_blacklist_range, kp_blacklisted};
@@ -116,7 +112,7 @@ impl kernel::Module for KprobesEngine {
             registry::exit();
             return Err(e);
         }
-        if let Err(e) = arch::init() {
+        if let Err(e) = arch::Arch::init() {
             blacklist::exit();
             registry::exit();
             return Err(e);
@@ -124,7 +120,7 @@ impl kernel::Module for KprobesEngine {
         // SAFETY: process context; the notifier block is static.
         let r = unsafe { kp_helper_register_module_notifier() };
         if r != 0 {
-            arch::exit();
+            arch::Arch::exit();
             blacklist::exit();
             registry::exit();
             return Err(Error::from_errno(r));
@@ -161,7 +157,7 @@ impl Drop for KprobesEngine {
         registry::exit();
         // SAFETY: registered in init.
         unsafe { kp_helper_unregister_module_notifier() };
-        arch::exit();
+        arch::Arch::exit();
         blacklist::exit();
         // A task may still be in the last instructions of a kretprobe
         // trampoline (after dropping its module reference), possibly

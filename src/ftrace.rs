@@ -18,6 +18,7 @@
 //! breakpoint path past the patchable entry. `/sys/kernel/debug/kp/ftrace`
 //! (write 0/1) turns the path off for new probes (benchmarks, debugging).
 
+use crate::arch::Entries;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::prelude::*;
@@ -55,7 +56,7 @@ pub(crate) fn arm(addr: usize) -> Result<bool> {
     // ftrace checks the site's bytes before it patches them and, finding
     // someone else's breakpoint there (kgdb, a text_poke_bp() that is not
     // ftrace's), warns and shuts itself down for good: refuse first.
-    if crate::arch::breakpoint_at(addr) {
+    if crate::arch::Arch::breakpoint_at(addr) {
         pr_err!(
             "ftrace site {:#x}: someone else's breakpoint is there\n",
             addr

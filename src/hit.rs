@@ -24,6 +24,7 @@
 //! each enabled probe's `nmissed`, and the instruction still runs.
 
 use crate::arch;
+use crate::arch::{Entries, OptPoint, Steps};
 use crate::percpu::{stage, Cpu, Frame, MAX_DEPTH};
 use crate::registry::{self, Point, Probe};
 use core::sync::atomic::Ordering;
@@ -66,7 +67,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
             // Jump-optimized (or about to be): the detour runs the covered
             // instructions.
             arch::regs::set_ip(regs, resume);
-        } else if !arch::simulate(point.addr, &point.insn, regs) {
+        } else if !arch::Arch::simulate(point.addr, &point.insn, regs) {
             step(cpu, frame(stage::STEPPING_MISSED), regs);
         }
         return true;
@@ -86,19 +87,19 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         // inside them (`optimize.rs`).
         arch::regs::set_ip(regs, resume);
         cpu.pop();
-    } else if arch::simulate(point.addr, &point.insn, regs) {
+    } else if arch::Arch::simulate(point.addr, &point.insn, regs) {
         // Done in place: straight to the post handlers (still busy).
         run_post(point, regs);
         cpu.pop();
-    } else if arch::boostable(&point.insn) && !point.post.load(Ordering::Relaxed) {
+    } else if arch::Arch::boostable(&point.insn) && !point.post.load(Ordering::Relaxed) {
         // Boosted: the copy jumps back by itself; no second trap, no post
         // handler to run (as the kernel boosts only without post handlers).
-        arch::setup_boost(point.addr, &point.insn, regs);
+        arch::Arch::setup_boost(point.addr, &point.insn, regs);
         cpu.pop();
     } else {
         // The same level now steps the copy.
         let mut f = frame(stage::STEPPING);
-        arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
+        arch::Arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
         cpu.set_frame(level, f);
     }
     true
@@ -151,7 +152,7 @@ pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: 
         // Redirected: ftrace resumes at the new instruction pointer (a
         // return-to-caller goes through a `ret` stub, as ftrace keeps the
         // stack pointer).
-        if !arch::ftrace_fixup_redirect(regs, orig_sp, orig_ip)
+        if !arch::Arch::ftrace_fixup_redirect(regs, orig_sp, orig_ip)
             && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
         {
             pr_err!(
@@ -277,7 +278,7 @@ fn post_one(p: &Probe, regs: &mut bindings::pt_regs) {
 fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
     // SAFETY: the frame's point is live (the caller found it).
     let point = unsafe { &*f.point };
-    arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
+    arch::Arch::setup_step(point.addr, &point.insn, regs, &mut f.saved);
     // Depth was checked by the caller; push cannot fail.
     let _ = cpu.push(f);
 }
@@ -330,10 +331,10 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
             handled
         }
         stage::STEPPING | stage::STEPPING_MISSED => {
-            if !arch::in_copy(arch::regs::ip(regs), &point.insn) {
+            if !arch::Arch::in_copy(arch::regs::ip(regs), &point.insn) {
                 return false;
             }
-            arch::abort_step(&point.insn, regs, f.saved);
+            arch::Arch::abort_step(&point.insn, regs, f.saved);
             // Handlers see the fault at the probed instruction, not in the
             // slot.
             arch::regs::set_ip(regs, point.addr);
@@ -430,7 +431,7 @@ pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
 // of the x86_64 post path, bench row 2).
 #[inline(always)]
 fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt_regs) -> usize {
-    arch::finish_step(point.addr, &point.insn, regs, f.saved);
+    arch::Arch::finish_step(point.addr, &point.insn, regs, f.saved);
     let next = arch::regs::ip(regs);
     if f.stage == stage::STEPPING {
         // Keep the level while the post handlers run (busy).
@@ -456,7 +457,7 @@ pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     }
     // SAFETY: a point cannot be freed while a CPU steps it (IRQs are off).
     let point = unsafe { &*f.point };
-    if !arch::is_step_done(addr, &point.insn) {
+    if !arch::Arch::is_step_done(addr, &point.insn) {
         return false;
     }
     cpu.count_step_trap();

@@ -37,6 +37,7 @@
 
 use crate::abi::{KpKprobe, KpKretprobe, KpKretprobeInstance};
 use crate::arch;
+use crate::arch::Returns;
 use crate::lock::{RegGuard, RegLocked};
 use crate::percpu::{stage, Cpu, Frame};
 use crate::slots;
@@ -233,7 +234,7 @@ fn free_pool(_g: &RegGuard, pool: *mut Pool) {
         // SAFETY: in range.
         let inst = unsafe { &*p.instance(i) };
         if inst.stub != 0 {
-            arch::clear_kret_stub(inst.stub);
+            arch::Arch::clear_kret_stub(inst.stub);
             slots::free(inst.stub);
         }
     }
@@ -371,11 +372,11 @@ fn make_stubs(pool: *mut Pool) -> Result {
             (*inst).stub = stub;
         }
         let index = slots::index_of(stub);
-        arch::write_kret_stub(stub, index)?;
+        arch::Arch::write_kret_stub(stub, index)?;
         STUBS[index].store(inst, Ordering::Release);
         STUBS_END.fetch_max(index + 1, Ordering::Release);
     }
-    arch::kret_stubs_written();
+    arch::Arch::kret_stubs_written();
     Ok(())
 }
 
@@ -535,8 +536,8 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     let inst = unsafe { &mut *inst };
     inst.header.rp = rp;
     inst.header.fp = arch::regs::sp(regs);
-    let ret = arch::kret_return_address(regs);
-    let real = crate::symbols::graph_return_address(ret, arch::kret_graph_retp(regs));
+    let ret = arch::Arch::kret_return_address(regs);
+    let real = crate::symbols::graph_return_address(ret, arch::Arch::kret_graph_retp(regs));
     inst.via_graph = real.is_some();
     inst.header.ret_addr = real.unwrap_or(ret);
     let release = |inst: &Instance| inst.state.store(FREE, Ordering::Release);
@@ -560,7 +561,7 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
         return 0;
     }
     pool.inflight.fetch_add(1, Ordering::AcqRel);
-    arch::kret_hijack(regs, inst.stub);
+    arch::Arch::kret_hijack(regs, inst.stub);
     inst.state.store(HIJACKED, Ordering::Release);
     0
 }

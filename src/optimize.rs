@@ -23,6 +23,7 @@
 //! (`arch::read_text`) see the original bytes under a jump.
 
 use crate::arch;
+use crate::arch::{Jumps, OptPoint};
 use crate::lock::RegGuard;
 use crate::registry::{self, hooks::Hooks, Point};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -87,7 +88,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
             let Some(sym) = crate::symbols::symbol_at(point.addr) else {
                 return;
             };
-            match arch::opt_prepare(point.addr, sym.start, sym.size, |a| {
+            match arch::Arch::opt_prepare(point.addr, sym.start, sym.size, |a| {
                 registry::lookup(a).is_some()
             }) {
                 Ok(o) => {
@@ -114,7 +115,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         // Still prepared: unoptimizing in the meantime would have cleared
         // it, and only this work prepares.
         let o = point.opt.insn();
-        match arch::opt_jump(point.addr, &o) {
+        match arch::Arch::opt_jump(point.addr, &o) {
             Ok(()) => {
                 point.opt.set_jumped(true);
                 JUMPED.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +160,7 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     let o = point.opt.insn();
     if point.opt.jumped() {
         if restore {
-            arch::opt_unjump(point.addr, &o)?;
+            arch::Arch::opt_unjump(point.addr, &o)?;
         }
         point.opt.set_jumped(false);
         JUMPED.fetch_sub(1, Ordering::Relaxed);
@@ -168,7 +169,7 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     // Hits step the instruction again; a CPU that took the old value may
     // still run the detour, which is freed only after every task left it.
     point.opt.clear();
-    arch::opt_release(&o);
+    arch::Arch::opt_release(&o);
     Ok(())
 }
 
@@ -177,7 +178,7 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
 pub(crate) fn unoptimize_covering(g: &RegGuard, addr: usize) -> Result {
     for a in addr.saturating_sub(arch::OPT_MAX_SPAN - 1)..addr {
         if let Some(point) = registry::lookup(a) {
-            let span = arch::opt_span(&point.opt.insn());
+            let span = arch::Arch::opt_span(&point.opt.insn());
             if point.opt.resume() != 0 && addr < a + span {
                 unoptimize(g, point)?;
             }
@@ -202,7 +203,7 @@ pub(crate) fn overlay(addr: usize, buf: &mut [u8]) {
             continue;
         }
         let o = point.opt.insn();
-        let orig = arch::opt_orig(&o);
+        let orig = arch::Arch::opt_orig(&o);
         for (i, &b) in orig.iter().enumerate() {
             if let Some(d) = (a + i).checked_sub(addr).and_then(|o| buf.get_mut(o)) {
                 *d = b;

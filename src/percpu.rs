@@ -14,6 +14,7 @@
 //! trap path, with interrupts off on one CPU; traps can still nest (NMIs,
 //! probes hit by handlers), which [`Cpu`] accounts for.
 
+use crate::arch::Traps;
 use crate::registry::Point;
 use kernel::build_assert;
 
@@ -111,7 +112,7 @@ impl Cpu {
         // suitably aligned for `CpuState` (checked above); all-zero is a
         // valid `CpuState` (depth 0; frames are plain integers and pointers).
         // The caller cannot migrate.
-        Cpu(unsafe { crate::arch::this_cpu_ptr(core::ptr::addr_of_mut!(kp_cpu_area)).cast() })
+        Cpu(unsafe { crate::arch::Arch::this_cpu_ptr(core::ptr::addr_of_mut!(kp_cpu_area)).cast() })
     }
 
     /// Traps in progress on this CPU.
@@ -312,7 +313,7 @@ impl Counter {
     #[inline(always)]
     pub(crate) fn inc(&self) {
         // SAFETY: live per type invariant; the caller keeps this CPU.
-        unsafe { crate::arch::this_cpu_inc(self.0) };
+        unsafe { crate::arch::Arch::this_cpu_inc(self.0) };
     }
 
     /// The total over every CPU.

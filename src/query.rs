@@ -7,6 +7,7 @@
 //! Rust: `kp::lookup_symbol()`, `kp::Insn` in `src/api.rs`.
 
 use crate::abi::{KpInsn, KP_INSN_BRANCH, KP_INSN_CALL};
+use crate::arch::Steps;
 use crate::{arch, symbols};
 use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
@@ -58,7 +59,7 @@ pub unsafe extern "C" fn kp_decode_insn(addr: c_ulong, out: *mut KpInsn) -> c_in
     if out.is_null() {
         return EINVAL.to_errno();
     }
-    match arch::describe(addr) {
+    match arch::Arch::describe(addr) {
         Ok(i) => {
             let mut flags = 0;
             if i.call {

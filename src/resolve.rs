@@ -9,6 +9,7 @@
 
 use crate::abi::KpKprobe;
 use crate::arch;
+use crate::arch::Entries;
 use crate::lock::RegGuard;
 use crate::symbols;
 use kernel::prelude::*;
@@ -111,9 +112,9 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
 pub(crate) fn adjust_entry(addr: usize) -> (usize, bool) {
     let ftrace = crate::ftrace::entry_enabled();
     match symbols::bounds(addr) {
-        Some(s) if s.start == addr => match arch::ftrace_entry_site(s.start, s.size) {
+        Some(s) if s.start == addr => match arch::Arch::ftrace_entry_site(s.start, s.size) {
             Some(site) if ftrace => (site, true),
-            _ => (arch::entry_probe_address(s.start, s.size), false),
+            _ => (arch::Arch::entry_probe_address(s.start, s.size), false),
         },
         _ if ftrace && symbols::is_ftrace_site(addr) => (addr, true),
         _ => (addr, false),

@@ -9,6 +9,7 @@
 //! RIP-relative operands), and this avoids `execmem_alloc()`, which modules
 //! cannot call. Slot size and count come from the backend.
 
+use crate::arch::Insns;
 use crate::arch::{NSLOTS, SLOT_SIZE};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,7 +52,7 @@ pub(crate) fn reclaim_deferred() -> bool {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let slot = base() + (w * 64 + b) * SLOT_SIZE;
-            crate::arch::clear_slot(slot);
+            crate::arch::Arch::clear_slot(slot);
             free(slot);
         }
     }

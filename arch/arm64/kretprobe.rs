@@ -11,7 +11,9 @@
 //! `crate::kretprobe::on_return` and puts the real return address in x30
 //! and pc), restores everything and returns there.
 
+use super::Arch;
 use super::{decode, patch, KP_BRK_SS_IMM};
+use crate::arch::Returns;
 use crate::kretprobe;
 use crate::slots;
 use kernel::bindings;
@@ -69,40 +71,42 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
     ret
 }
 
-/// Writes the stub for its slot at `stub`: `b kp_arm64_kret_trampoline`.
-pub(crate) fn write_kret_stub(stub: usize, _index: usize) -> Result {
-    let tramp = kp_arm64_kret_trampoline as *const () as usize;
-    let b = decode::b(stub as u64, tramp as u64).ok_or(ERANGE)?;
-    // SAFETY: a stub of a pool being built: published only after
-    // `kret_stubs_written`.
-    unsafe { patch::write_idle(stub, &[b, decode::brk(KP_BRK_SS_IMM)]) }
-}
+impl Returns for Arch {
+    /// Writes the stub for its slot at `stub`: `b kp_arm64_kret_trampoline`.
+    fn write_kret_stub(stub: usize, _index: usize) -> Result {
+        let tramp = kp_arm64_kret_trampoline as *const () as usize;
+        let b = decode::b(stub as u64, tramp as u64).ok_or(ERANGE)?;
+        // SAFETY: a stub of a pool being built: published only after
+        // `kret_stubs_written`.
+        unsafe { patch::write_idle(stub, &[b, decode::brk(KP_BRK_SS_IMM)]) }
+    }
 
-/// Every CPU synchronises before the new stubs are used.
-pub(crate) fn kret_stubs_written() {
-    patch::sync_all();
-}
+    /// Refills a stub before its slot is reused.
+    fn clear_kret_stub(stub: usize) {
+        let brk = decode::brk(KP_BRK_SS_IMM);
+        // SAFETY: the stub's pool is freed: no return goes there any more.
+        let _ = unsafe { patch::write_idle(stub, &[brk, brk]) };
+    }
 
-/// Refills a stub before its slot is reused.
-pub(crate) fn clear_kret_stub(stub: usize) {
-    let brk = decode::brk(KP_BRK_SS_IMM);
-    // SAFETY: the stub's pool is freed: no return goes there any more.
-    let _ = unsafe { patch::write_idle(stub, &[brk, brk]) };
-}
+    /// Every CPU synchronises before the new stubs are used.
+    fn kret_stubs_written() {
+        patch::sync_all();
+    }
 
-/// The return address at a function's entry: x30.
-pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
-    super::regs::x(regs, 30).unwrap_or(0)
-}
+    /// The return address at a function's entry: x30.
+    fn kret_return_address(regs: &bindings::pt_regs) -> usize {
+        super::regs::x(regs, 30).unwrap_or(0)
+    }
 
-/// Where the function graph tracer recorded this frame (its `retp`): the
-/// frame pointer at the function's entry (arm64 `prepare_ftrace_return()`
-/// passes the caller's x29); the probe sits before the prologue saves it.
-pub(crate) fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
-    super::regs::x(regs, 29).unwrap_or(0)
-}
+    /// Sends the function's return to `stub`.
+    fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
+        super::regs::set_x(regs, 30, stub);
+    }
 
-/// Sends the function's return to `stub`.
-pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
-    super::regs::set_x(regs, 30, stub);
+    /// Where the function graph tracer recorded this frame (its `retp`): the
+    /// frame pointer at the function's entry (arm64 `prepare_ftrace_return()`
+    /// passes the caller's x29); the probe sits before the prologue saves it.
+    fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
+        super::regs::x(regs, 29).unwrap_or(0)
+    }
 }

@@ -66,141 +66,16 @@ pub(crate) mod regs;
 mod simulate;
 mod trap;
 
+use crate::arch::{Entries, Insns, Jumps, NoJump, Refusals, Steps, Traps};
 use crate::slots;
 use decode::Class;
 use kernel::bindings;
 use kernel::prelude::*;
-pub(crate) use kretprobe::{
-    clear_kret_stub, kret_graph_retp, kret_hijack, kret_return_address, kret_stubs_written,
-    write_kret_stub,
-};
-
-/// An ftrace call site (the `nop`/`bl` at function + 4) owns the 8-byte ops
-/// literal before the function (CALL_OPS) and the `mov x9, x30` before it:
-/// an address is refused when a site lies within the next 12 bytes.
-pub(crate) const FTRACE_GUARD: usize = 12;
 
 extern "C" {
     fn kp_helper_this_cpu_ptr(p: *mut core::ffi::c_void) -> *mut core::ffi::c_void;
     fn kp_helper_counter_inc(c: *mut u64);
 }
-
-/// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`). Through C:
-/// arm64 finds its per-CPU offset in `TPIDR_EL1` or `TPIDR_EL2` (VHE), a
-/// choice the kernel patches in at boot.
-///
-/// # Safety
-///
-/// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
-/// preemption off) while it uses the result.
-#[inline(always)]
-pub(crate) unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
-    // SAFETY: per the function's contract.
-    unsafe { kp_helper_this_cpu_ptr(p.cast()).cast() }
-}
-
-/// Adds one to this CPU's copy of the per-CPU counter `c`
-/// (`__this_cpu_inc()`).
-///
-/// # Safety
-///
-/// `c` is a live per-CPU `u64`; interrupts are off.
-#[inline(always)]
-pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
-    // SAFETY: per the function's contract.
-    unsafe { kp_helper_counter_inc(c) };
-}
-
-/// Jump optimization: none on arm64 yet (a branch-based detour is
-/// possible for boostable sites within a `B`'s reach; see docs/status.md, Known
-/// limits).
-pub(crate) const OPT_SUPPORTED: bool = false;
-/// The most bytes a jump covers (none).
-pub(crate) const OPT_MAX_SPAN: usize = 1;
-
-/// No jump on arm64.
-#[derive(Clone, Copy)]
-pub(crate) struct OptInsn;
-
-/// A point's jump optimization state: none on arm64.
-pub(crate) struct OptState;
-
-impl OptState {
-    /// Nothing prepared.
-    pub(crate) const fn none() -> OptState {
-        OptState
-    }
-
-    /// No jump: hits never resume in a detour.
-    #[inline(always)]
-    pub(crate) fn resume(&self) -> usize {
-        0
-    }
-
-    /// Unreachable: [`opt_prepare`] refuses.
-    pub(crate) fn prepare(&self, _o: OptInsn) {}
-
-    /// Nothing to unpublish.
-    pub(crate) fn clear(&self) {}
-
-    /// No jump.
-    pub(crate) fn insn(&self) -> OptInsn {
-        OptInsn
-    }
-
-    /// Never in the text.
-    pub(crate) fn jumped(&self) -> bool {
-        false
-    }
-
-    /// Unreachable: no jump is written.
-    pub(crate) fn set_jumped(&self, _on: bool) {}
-
-    /// The optimizer does not run (`OPT_SUPPORTED`).
-    pub(crate) fn refused(&self) -> u16 {
-        0
-    }
-
-    /// The optimizer does not run (`OPT_SUPPORTED`).
-    pub(crate) fn set_refused(&self, _tag: u16) {}
-}
-
-/// Never optimizes.
-pub(crate) fn opt_prepare(
-    _addr: usize,
-    _fstart: usize,
-    _fsize: usize,
-    _other_probe: impl Fn(usize) -> bool,
-) -> core::result::Result<OptInsn, (&'static str, bool)> {
-    Err(("no jump optimization on arm64", true))
-}
-
-/// No bytes covered.
-pub(crate) fn opt_span(_o: &OptInsn) -> usize {
-    0
-}
-
-/// No bytes covered.
-#[allow(dead_code)]
-pub(crate) fn opt_orig(_o: &OptInsn) -> &[u8] {
-    &[]
-}
-
-/// Unreachable: nothing is prepared.
-pub(crate) fn opt_jump(_addr: usize, _o: &OptInsn) -> Result {
-    Err(crate::errno::eopnotsupp())
-}
-
-/// Unreachable: nothing is jumped.
-pub(crate) fn opt_unjump(_addr: usize, _o: &OptInsn) -> Result {
-    Ok(())
-}
-
-/// Nothing to free.
-pub(crate) fn opt_release(_o: &OptInsn) {}
-
-/// Backend name, for messages.
-pub(crate) const NAME: &str = "arm64";
 
 /// The BRK immediate of our probes. Unused by the kernel (brk-imm.h: 0x004
 /// to 0x007 are the kernel's kprobes and uprobes, 0x100 fault, 0x400 kgdb,
@@ -274,39 +149,6 @@ const MOV_X9_X30: u32 = 0xaa1e_03e9;
 /// `nop`.
 const NOP: u32 = 0xd503_201f;
 
-/// Where a function's ftrace call site is, if entry probes may use it: never
-/// on arm64 of 6.12 (no `DYNAMIC_FTRACE_WITH_REGS`; see `src/ftrace.rs`).
-pub(crate) fn ftrace_entry_site(_start: usize, _size: usize) -> Option<usize> {
-    None
-}
-
-/// An inert instruction record for a point served by ftrace (unused on
-/// arm64, see [`ftrace_entry_site`]).
-pub(crate) fn ftrace_insn(addr: usize) -> ArchInsn {
-    ArchInsn {
-        orig: read_insn(addr).unwrap_or(NOP),
-        simulated: false,
-        slot: 0,
-        boost: false,
-    }
-}
-
-/// After a redirect on the ftrace path (unused on arm64, see
-/// [`ftrace_entry_site`]).
-pub(crate) fn ftrace_fixup_redirect(
-    _regs: &mut bindings::pt_regs,
-    _orig_sp: usize,
-    _orig_ip: usize,
-) -> bool {
-    true
-}
-
-/// Bytes of an ftrace call site (the `bl` of the patchable entry).
-pub(crate) const FTRACE_SITE_LEN: usize = 4;
-/// Where the pre handler sees the program counter on the ftrace path,
-/// relative to the site.
-pub(crate) const FTRACE_PRE_IP_OFFSET: usize = 0;
-
 /// Reads the instruction at `addr`, with the original in place of our BRK.
 fn read_insn(addr: usize) -> Result<u32> {
     let mut w = 0u32;
@@ -325,366 +167,432 @@ fn read_insn(addr: usize) -> Result<u32> {
     Ok(w)
 }
 
-/// Where a probe asked for at a function's entry really goes: past the two
-/// patchable-entry instructions ftrace owns (`mov x9, x30` and a NOP or
-/// `bl ftrace_caller`), which ftrace may rewrite at any time.
-pub(crate) fn entry_probe_address(start: usize, size: usize) -> usize {
-    let (Ok(a), Ok(b)) = (read_insn(start), read_insn(start + 4)) else {
-        return start;
-    };
-    let second_is_ftrace = b == NOP || matches!(decode::classify(b), Class::Bl { .. });
-    if (a == MOV_X9_X30 || a == NOP) && second_is_ftrace && size > 8 {
-        start + 8
-    } else {
-        start
-    }
-}
-
-/// Whether a BRK sits at `addr` now (read under `text_mutex`, which every
-/// text writer holds). Process context.
-pub(crate) fn breakpoint_at(addr: usize) -> bool {
-    let _text = crate::symbols::TextLock::lock();
-    // SAFETY: `addr` is kernel or module text, 4-byte aligned.
-    decode::is_brk(unsafe { core::ptr::read_volatile(addr as *const u32) }).is_some()
-}
-
-/// Decodes and classifies the instruction at `addr`, and prepares its slot
-/// unless it is simulated.
-pub(crate) fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {
-    if addr % 4 != 0 {
-        pr_err!("arm64: {:#x} is not on an instruction boundary\n", addr);
-        return Err(crate::errno::eilseq());
-    }
-    let orig = read_insn(addr)?;
-    let class = decode::classify(orig);
-    if let Class::Reject(why) = class {
-        pr_err!(
-            "arm64: cannot probe {:#010x} at {:#x}: {}\n",
-            orig,
-            addr,
-            why.describe()
-        );
-        return Err(crate::errno::eopnotsupp());
-    }
-    if decode::is_brk(orig).is_some() {
-        pr_err!("arm64: {:#x} already holds someone else's BRK\n", addr);
-        return Err(EBUSY);
-    }
-    // Inside a load/store-exclusive sequence the trap would clear the
-    // exclusive monitor and the sequence would retry forever.
-    let mut before = [0u32; decode::MAX_ATOMIC_CONTEXT];
-    let n = core::cmp::min((addr - fstart) / 4, decode::MAX_ATOMIC_CONTEXT);
-    let ctx = &mut before[decode::MAX_ATOMIC_CONTEXT - n..];
-    for (i, w) in ctx.iter_mut().enumerate() {
-        *w = read_insn(addr - (n - i) * 4)?;
-    }
-    if decode::in_exclusive_sequence(ctx) {
-        pr_err!(
-            "arm64: {:#x} is inside a load/store-exclusive sequence\n",
-            addr
-        );
-        return Err(crate::errno::eopnotsupp());
-    }
-    let mut insn = ArchInsn {
-        orig,
-        simulated: class.is_simulated(),
-        slot: 0,
-        boost: false,
-    };
-    if !class.is_simulated() {
-        let slot = slots::alloc().ok_or(ENOSPC)?;
-        let Some((words, boost)) = slot_words(orig, addr, slot) else {
-            slots::free(slot);
-            pr_err!("arm64: the post trampoline is out of a branch's reach\n");
-            return Err(ERANGE);
-        };
-        // Published by `arm`, whose stop_machine() makes every CPU
-        // synchronise before the BRK can send one here.
-        // SAFETY: a slot just allocated; nothing branches there yet.
-        if let Err(e) = unsafe { patch::write_idle(slot, &words) } {
-            slots::free(slot);
-            return Err(e);
-        }
-        insn.slot = slot;
-        insn.boost = boost;
-    }
-    Ok(insn)
-}
-
-/// Gives back the resources of a prepared instruction.
-pub(crate) fn release(insn: ArchInsn) {
-    if insn.slot != 0 {
-        if insn.boost {
-            // A task may be preempted inside the boosted copy: the slot is
-            // refilled and reused only after every task left it.
-            slots::free_deferred(insn.slot);
-        } else {
-            clear_slot(insn.slot);
-            slots::free(insn.slot);
-        }
-    }
-}
-
-/// Writes the BRK over the original instruction; `EBUSY` when the text
-/// no longer holds it (someone else patched it while the probe was
-/// disarmed: theirs stays).
-pub(crate) fn arm(addr: usize, insn: &ArchInsn) -> Result {
-    // SAFETY: `addr` is the instruction `prepare` decoded and validated
-    // (the registry arms only prepared points); every CPU is stopped.
-    unsafe { patch::write_insns(addr, &[insn.orig], &[decode::brk(KP_BRK_IMM)]) }
-}
-
-/// Restores the original instruction over the engine's BRK; `EBUSY` when
-/// someone else's patch is on top of it.
-pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
-    // SAFETY: as in `arm`: the original instruction goes back.
-    unsafe { patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)], &[insn.orig]) }
-}
-
 /// PSTATE.{D,A,I,F}.
 const DAIF_MASK: usize = 0xf << 6;
-
-/// Runs a simulated instruction in place. Returns false when the instruction
-/// must run out of line.
-#[inline(always)]
-pub(crate) fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
-    if !insn.simulated {
-        return false;
-    }
-    simulate::run(decode::classify(insn.orig), addr, regs);
-    true
-}
 
 /// PSTATE.{N,Z,C,V}.
 const NZCV_MASK: usize = 0xf << 28;
 /// PSTATE.BTYPE.
 const BTYPE_MASK: usize = 0x3 << 10;
 
-/// Sends the CPU to the stepped copy with all of DAIF masked, as the
-/// kernel's arm64 kprobes do (nothing may run between the copy and the end
-/// of the step); `saved` keeps the whole PSTATE the BRK found.
-pub(crate) fn setup_step(
-    _addr: usize,
-    insn: &ArchInsn,
-    regs: &mut bindings::pt_regs,
-    saved: &mut usize,
-) {
-    let pstate = regs::flags(regs);
-    *saved = pstate;
-    regs::set_flags(regs, pstate | DAIF_MASK);
-    regs::set_ip(regs, insn.slot);
-}
-
-/// Whether `pc` is `insn`'s out-of-line copy (a fault while stepping). The
-/// arm64 kernel has no hook that would report such a fault to a module
-/// before `die()`, so nothing calls this yet (see `hit::on_fault`).
-pub(crate) fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
-    insn.slot != 0 && (pc == insn.slot || pc == insn.slot + BOOST_OFF)
-}
-
-/// Gives up a step that faulted: restores what [`setup_step`] saved (the
-/// caller sets the program counter).
-pub(crate) fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
-    let pstate = regs::flags(regs);
-    regs::set_flags(regs, (pstate & !DAIF_MASK) | (saved & DAIF_MASK));
-}
-
-/// Whether a BRK at `trap_addr` ends `insn`'s copy: never, stepped copies
-/// end in the post trampoline ([`post`]).
-pub(crate) fn is_step_done(_trap_addr: usize, _insn: &ArchInsn) -> bool {
-    false
-}
-
-/// Resumes after the original instruction with the PSTATE the BRK found
-/// (DAIF, PAN, ...; no BTYPE: the next instruction is reached in sequence)
-/// and the flags the copy left.
-pub(crate) fn finish_step(
-    addr: usize,
-    _insn: &ArchInsn,
-    regs: &mut bindings::pt_regs,
-    saved: usize,
-) {
-    let flags = regs::flags(regs) & NZCV_MASK;
-    regs::set_flags(regs, (saved & !(NZCV_MASK | BTYPE_MASK)) | flags);
-    regs::set_ip(regs, addr + 4);
-}
-
-/// Describes the instruction at `addr` (`kp_decode_insn()`).
-pub(crate) fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
-    if addr % 4 != 0 {
-        return Err(EINVAL);
-    }
-    // The original instruction, with our own BRK undone.
-    let w = read_insn(addr)?;
-    let class = decode::classify(w);
-    let branch = matches!(
-        class,
-        Class::B { .. }
-            | Class::Bl { .. }
-            | Class::BCond { .. }
-            | Class::Cbz { .. }
-            | Class::Tbz { .. }
-    );
-    Ok(crate::query::InsnInfo {
-        len: 4,
-        call: matches!(class, Class::Bl { .. } | Class::Blr { .. }),
-        target: class
-            .target(addr as u64)
-            .filter(|_| branch)
-            .map(|t| t as usize),
-    })
-}
-
-/// Calls `f` with the target of every direct branch (`b`, `bl`) in
-/// `[start, end)`. Process context.
-pub(crate) fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
-    let mut at = (start + 3) & !3;
-    while at + 4 <= end {
-        let mut w = 0u32;
-        // SAFETY: a nofault read of kernel text into a local.
-        let r = unsafe {
-            bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), at as *const _, 4)
-        };
-        if r != 0 {
-            return;
-        }
-        // Conditional branches too: compilers make conditional tail calls.
-        if let Class::B { offset }
-        | Class::Bl { offset }
-        | Class::BCond { offset, .. }
-        | Class::Cbz { offset, .. }
-        | Class::Tbz { offset, .. } = decode::classify(w)
-        {
-            f((at as i64).wrapping_add(offset) as usize);
-        }
-        at += 4;
-    }
-}
-
-/// Arch set-up at engine load.
-pub(crate) fn init() -> Result {
-    patch::init();
-    trap::init()
-}
-
-/// Arch tear-down at engine unload (after every probe is gone).
-pub(crate) fn exit() {
-    trap::exit();
-}
-
 use crate::blacklist::{ASM, TRAP};
 
-/// Functions never to probe, with the reason: the arm64 trap path (BRK
-/// exception entry and the ftrace route to it; see helpers.c), and assembly
-/// marked `NOKPROBE`. See `src/blacklist.rs`.
-pub(crate) const BLACKLIST_FUNCS: &[(&kernel::str::CStr, &kernel::str::CStr)] = &[
-    (kernel::c_str!("do_el1_brk64"), TRAP),
-    (kernel::c_str!("el1_brk64"), TRAP),
-    (kernel::c_str!("ftrace_ops_test"), TRAP),
-    (kernel::c_str!("hash_contains_ip"), TRAP),
-    (kernel::c_str!("ftrace_lookup_ip"), TRAP),
-    (kernel::c_str!("__ftrace_lookup_ip"), TRAP),
-    (kernel::c_str!("el1h_64_sync_handler"), TRAP),
-    (kernel::c_str!("call_el1_break_hook"), TRAP),
-    (kernel::c_str!("ftrace_caller"), TRAP),
-    (kernel::c_str!("ftrace_ops_list_func"), TRAP),
-    (kernel::c_str!("arch_ftrace_ops_list_func"), TRAP),
-    // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
-    (kernel::c_str!("_mcount"), ASM),
-    (kernel::c_str!("cpu_switch_to"), ASM),
-    (kernel::c_str!("ret_from_fork"), ASM),
-    (kernel::c_str!("call_on_irq_stack"), ASM),
-    (kernel::c_str!("__sdei_asm_entry_trampoline"), ASM),
-    (kernel::c_str!("__sdei_asm_exit_trampoline"), ASM),
-    (kernel::c_str!("__sdei_asm_handler"), ASM),
-    (kernel::c_str!("__sdei_handler_abort"), ASM),
-];
+/// The arm64 backend (the traits of `src/arch.rs`).
+pub(crate) struct Arch;
 
-/// Where a kernel BRK goes on its way to the engine's re-entry guard and
-/// back: the exception entry's handler, the BRK handler the engine's
-/// `ftrace_ops` sits on, and ftrace's dispatch to that ops (the roots of
-/// the derived trap-path blacklist, `src/blacklist.rs`).
-pub(crate) const TRAP_ROOTS: &[&kernel::str::CStr] = &[
-    kernel::c_str!("el1h_64_sync_handler"),
-    kernel::c_str!("do_el1_brk64"),
-    kernel::c_str!("ftrace_ops_list_func"),
-    kernel::c_str!("arch_ftrace_ops_list_func"),
-    kernel::c_str!("ftrace_ops_assist_func"),
-];
+impl Insns for Arch {
+    type Insn = ArchInsn;
 
-/// The engine's own trap entry: what it calls is on the trap path too.
-pub(crate) fn trap_entry() -> usize {
-    trap::kp_arm64_brk as *const () as usize
+    const SLOT_SIZE: usize = SLOT_SIZE;
+
+    const NSLOTS: usize = NSLOTS;
+
+    const POINT_MAX_SIZE: usize = POINT_MAX_SIZE;
+
+    /// Decodes and classifies the instruction at `addr`, and prepares its slot
+    /// unless it is simulated.
+    fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {
+        if addr % 4 != 0 {
+            pr_err!("arm64: {:#x} is not on an instruction boundary\n", addr);
+            return Err(crate::errno::eilseq());
+        }
+        let orig = read_insn(addr)?;
+        let class = decode::classify(orig);
+        if let Class::Reject(why) = class {
+            pr_err!(
+                "arm64: cannot probe {:#010x} at {:#x}: {}\n",
+                orig,
+                addr,
+                why.describe()
+            );
+            return Err(crate::errno::eopnotsupp());
+        }
+        if decode::is_brk(orig).is_some() {
+            pr_err!("arm64: {:#x} already holds someone else's BRK\n", addr);
+            return Err(EBUSY);
+        }
+        // Inside a load/store-exclusive sequence the trap would clear the
+        // exclusive monitor and the sequence would retry forever.
+        let mut before = [0u32; decode::MAX_ATOMIC_CONTEXT];
+        let n = core::cmp::min((addr - fstart) / 4, decode::MAX_ATOMIC_CONTEXT);
+        let ctx = &mut before[decode::MAX_ATOMIC_CONTEXT - n..];
+        for (i, w) in ctx.iter_mut().enumerate() {
+            *w = read_insn(addr - (n - i) * 4)?;
+        }
+        if decode::in_exclusive_sequence(ctx) {
+            pr_err!(
+                "arm64: {:#x} is inside a load/store-exclusive sequence\n",
+                addr
+            );
+            return Err(crate::errno::eopnotsupp());
+        }
+        let mut insn = ArchInsn {
+            orig,
+            simulated: class.is_simulated(),
+            slot: 0,
+            boost: false,
+        };
+        if !class.is_simulated() {
+            let slot = slots::alloc().ok_or(ENOSPC)?;
+            let Some((words, boost)) = slot_words(orig, addr, slot) else {
+                slots::free(slot);
+                pr_err!("arm64: the post trampoline is out of a branch's reach\n");
+                return Err(ERANGE);
+            };
+            // Published by `arm`, whose stop_machine() makes every CPU
+            // synchronise before the BRK can send one here.
+            // SAFETY: a slot just allocated; nothing branches there yet.
+            if let Err(e) = unsafe { patch::write_idle(slot, &words) } {
+                slots::free(slot);
+                return Err(e);
+            }
+            insn.slot = slot;
+            insn.boost = boost;
+        }
+        Ok(insn)
+    }
+
+    /// Gives back the resources of a prepared instruction.
+    fn release(insn: ArchInsn) {
+        if insn.slot != 0 {
+            if insn.boost {
+                // A task may be preempted inside the boosted copy: the slot is
+                // refilled and reused only after every task left it.
+                slots::free_deferred(insn.slot);
+            } else {
+                Self::clear_slot(insn.slot);
+                slots::free(insn.slot);
+            }
+        }
+    }
+
+    /// Refills a slot with BRKs nobody claims (a stale branch into it stops
+    /// loudly).
+    fn clear_slot(slot: usize) {
+        let brk = decode::brk(KP_BRK_SS_IMM);
+        // SAFETY: a freed slot: nothing branches there (every task left it).
+        let _ = unsafe { patch::write_idle(slot, &[brk; SLOT_SIZE / 4]) };
+    }
+
+    /// Writes the BRK over the original instruction; `EBUSY` when the text
+    /// no longer holds it (someone else patched it while the probe was
+    /// disarmed: theirs stays).
+    fn arm(addr: usize, insn: &ArchInsn) -> Result {
+        // SAFETY: `addr` is the instruction `prepare` decoded and validated
+        // (the registry arms only prepared points); every CPU is stopped.
+        unsafe { patch::write_insns(addr, &[insn.orig], &[decode::brk(KP_BRK_IMM)]) }
+    }
+
+    /// Restores the original instruction over the engine's BRK; `EBUSY` when
+    /// someone else's patch is on top of it.
+    fn disarm(addr: usize, insn: &ArchInsn) -> Result {
+        // SAFETY: as in `arm`: the original instruction goes back.
+        unsafe { patch::write_insns(addr, &[decode::brk(KP_BRK_IMM)], &[insn.orig]) }
+    }
 }
 
-/// ftrace's assembly (`arch/arm64/kernel/entry-ftrace.S`), first to last
-/// symbol: `ftrace_caller` has inner labels that split it in kallsyms, and
-/// every traced call (the engine's BRK hook among them) runs it.
-pub(crate) const BLACKLIST_SPANS: &[(
-    &kernel::str::CStr,
-    &kernel::str::CStr,
-    &kernel::str::CStr,
-)] = &[
-    (
-        kernel::c_str!("ftrace_caller"),
-        kernel::c_str!("ftrace_stub_direct_tramp"),
-        crate::blacklist::FTRACE_ASM,
-    ),
-    (
-        kernel::c_str!("ftrace_stub"),
-        kernel::c_str!("ftrace_stub_graph"),
-        crate::blacklist::FTRACE_ASM,
-    ),
-    (
-        kernel::c_str!("return_to_handler"),
-        kernel::c_str!("return_to_handler"),
-        crate::blacklist::FTRACE_ASM,
-    ),
-];
+impl Steps for Arch {
+    /// Runs a simulated instruction in place. Returns false when the instruction
+    /// must run out of line.
+    #[inline(always)]
+    fn simulate(addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) -> bool {
+        if !insn.simulated {
+            return false;
+        }
+        simulate::run(decode::classify(insn.orig), addr, regs);
+        true
+    }
 
-/// Hypervisor and identity-mapped text, as `arch_populate_kprobe_blacklist()`.
-pub(crate) const BLACKLIST_SECTIONS: &[(
-    &kernel::str::CStr,
-    &kernel::str::CStr,
-    &kernel::str::CStr,
-)] = &[
-    (
-        kernel::c_str!("__hyp_text_start"),
-        kernel::c_str!("__hyp_text_end"),
-        kernel::c_str!("hyp text"),
-    ),
-    (
-        kernel::c_str!("__hyp_idmap_text_start"),
-        kernel::c_str!("__hyp_idmap_text_end"),
-        kernel::c_str!("hyp idmap text"),
-    ),
-    (
-        kernel::c_str!("__idmap_text_start"),
-        kernel::c_str!("__idmap_text_end"),
-        kernel::c_str!("idmap text"),
-    ),
-];
+    /// Sends the CPU to the stepped copy with all of DAIF masked, as the
+    /// kernel's arm64 kprobes do (nothing may run between the copy and the end
+    /// of the step); `saved` keeps the whole PSTATE the BRK found.
+    fn setup_step(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: &mut usize) {
+        let pstate = regs::flags(regs);
+        *saved = pstate;
+        regs::set_flags(regs, pstate | DAIF_MASK);
+        regs::set_ip(regs, insn.slot);
+    }
 
-/// Whether the copy may run boosted: every instruction that runs out of
-/// line at all (the PC-relative ones are simulated, exclusives, system
-/// register writes and exception generators refused), once a `B` from the
-/// slot reaches the next original instruction.
-pub(crate) fn boostable(insn: &ArchInsn) -> bool {
-    insn.boost
+    /// Whether `pc` is `insn`'s out-of-line copy (a fault while stepping). The
+    /// arm64 kernel has no hook that would report such a fault to a module
+    /// before `die()`, so nothing calls this yet (see `hit::on_fault`).
+    fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
+        insn.slot != 0 && (pc == insn.slot || pc == insn.slot + BOOST_OFF)
+    }
+
+    /// Gives up a step that faulted: restores what [`setup_step`] saved (the
+    /// caller sets the program counter).
+    fn abort_step(_insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
+        let pstate = regs::flags(regs);
+        regs::set_flags(regs, (pstate & !DAIF_MASK) | (saved & DAIF_MASK));
+    }
+
+    /// Whether a BRK at `trap_addr` ends `insn`'s copy: never, stepped copies
+    /// end in the post trampoline ([`post`]).
+    fn is_step_done(_trap_addr: usize, _insn: &ArchInsn) -> bool {
+        false
+    }
+
+    /// Resumes after the original instruction with the PSTATE the BRK found
+    /// (DAIF, PAN, ...; no BTYPE: the next instruction is reached in sequence)
+    /// and the flags the copy left.
+    fn finish_step(addr: usize, _insn: &ArchInsn, regs: &mut bindings::pt_regs, saved: usize) {
+        let flags = regs::flags(regs) & NZCV_MASK;
+        regs::set_flags(regs, (saved & !(NZCV_MASK | BTYPE_MASK)) | flags);
+        regs::set_ip(regs, addr + 4);
+    }
+
+    /// Whether the copy may run boosted: every instruction that runs out of
+    /// line at all (the PC-relative ones are simulated, exclusives, system
+    /// register writes and exception generators refused), once a `B` from the
+    /// slot reaches the next original instruction.
+    fn boostable(insn: &ArchInsn) -> bool {
+        insn.boost
+    }
+
+    /// Resumes in the boosted copy with DAIF as the trap found it: the copy
+    /// runs as the original would have, interrupts and preemption included
+    /// (so the slot is reused only after every task left it, see
+    /// `src/slots.rs`), and branches back.
+    fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) {
+        regs::set_ip(regs, insn.slot + BOOST_OFF);
+    }
+
+    /// Describes the instruction at `addr` (`kp_decode_insn()`).
+    fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
+        if addr % 4 != 0 {
+            return Err(EINVAL);
+        }
+        // The original instruction, with our own BRK undone.
+        let w = read_insn(addr)?;
+        let class = decode::classify(w);
+        let branch = matches!(
+            class,
+            Class::B { .. }
+                | Class::Bl { .. }
+                | Class::BCond { .. }
+                | Class::Cbz { .. }
+                | Class::Tbz { .. }
+        );
+        Ok(crate::query::InsnInfo {
+            len: 4,
+            call: matches!(class, Class::Bl { .. } | Class::Blr { .. }),
+            target: class
+                .target(addr as u64)
+                .filter(|_| branch)
+                .map(|t| t as usize),
+        })
+    }
+
+    /// Calls `f` with the target of every direct branch (`b`, `bl`) in
+    /// `[start, end)`. Process context.
+    fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
+        let mut at = (start + 3) & !3;
+        while at + 4 <= end {
+            let mut w = 0u32;
+            // SAFETY: a nofault read of kernel text into a local.
+            let r = unsafe {
+                bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), at as *const _, 4)
+            };
+            if r != 0 {
+                return;
+            }
+            // Conditional branches too: compilers make conditional tail calls.
+            if let Class::B { offset }
+            | Class::Bl { offset }
+            | Class::BCond { offset, .. }
+            | Class::Cbz { offset, .. }
+            | Class::Tbz { offset, .. } = decode::classify(w)
+            {
+                f((at as i64).wrapping_add(offset) as usize);
+            }
+            at += 4;
+        }
+    }
 }
 
-/// Resumes in the boosted copy with DAIF as the trap found it: the copy
-/// runs as the original would have, interrupts and preemption included
-/// (so the slot is reused only after every task left it, see
-/// `src/slots.rs`), and branches back.
-pub(crate) fn setup_boost(_addr: usize, insn: &ArchInsn, regs: &mut bindings::pt_regs) {
-    regs::set_ip(regs, insn.slot + BOOST_OFF);
+impl Entries for Arch {
+    // No entry probes through ftrace on arm64 of 6.12 (no
+    // `DYNAMIC_FTRACE_WITH_REGS`): `ftrace_entry_site` says none.
+    /// An ftrace call site (the `nop`/`bl` at function + 4) owns the 8-byte ops
+    /// literal before the function (CALL_OPS) and the `mov x9, x30` before it:
+    /// an address is refused when a site lies within the next 12 bytes.
+    const FTRACE_GUARD: usize = 12;
+
+    /// Where a probe asked for at a function's entry really goes: past the two
+    /// patchable-entry instructions ftrace owns (`mov x9, x30` and a NOP or
+    /// `bl ftrace_caller`), which ftrace may rewrite at any time.
+    fn entry_probe_address(start: usize, size: usize) -> usize {
+        let (Ok(a), Ok(b)) = (read_insn(start), read_insn(start + 4)) else {
+            return start;
+        };
+        let second_is_ftrace = b == NOP || matches!(decode::classify(b), Class::Bl { .. });
+        if (a == MOV_X9_X30 || a == NOP) && second_is_ftrace && size > 8 {
+            start + 8
+        } else {
+            start
+        }
+    }
+
+    /// An inert instruction record for a point served by ftrace (unused on
+    /// arm64, see [`ftrace_entry_site`]).
+    fn ftrace_insn(addr: usize) -> ArchInsn {
+        ArchInsn {
+            orig: read_insn(addr).unwrap_or(NOP),
+            simulated: false,
+            slot: 0,
+            boost: false,
+        }
+    }
+
+    /// Whether a BRK sits at `addr` now (read under `text_mutex`, which every
+    /// text writer holds). Process context.
+    fn breakpoint_at(addr: usize) -> bool {
+        let _text = crate::symbols::TextLock::lock();
+        // SAFETY: `addr` is kernel or module text, 4-byte aligned.
+        decode::is_brk(unsafe { core::ptr::read_volatile(addr as *const u32) }).is_some()
+    }
 }
 
-/// Refills a slot with BRKs nobody claims (a stale branch into it stops
-/// loudly).
-pub(crate) fn clear_slot(slot: usize) {
-    let brk = decode::brk(KP_BRK_SS_IMM);
-    // SAFETY: a freed slot: nothing branches there (every task left it).
-    let _ = unsafe { patch::write_idle(slot, &[brk; SLOT_SIZE / 4]) };
+impl Refusals for Arch {
+    /// Functions never to probe, with the reason: the arm64 trap path (BRK
+    /// exception entry and the ftrace route to it; see helpers.c), and assembly
+    /// marked `NOKPROBE`. See `src/blacklist.rs`.
+    const BLACKLIST_FUNCS: &'static [(&'static kernel::str::CStr, &'static kernel::str::CStr)] = &[
+        (kernel::c_str!("do_el1_brk64"), TRAP),
+        (kernel::c_str!("el1_brk64"), TRAP),
+        (kernel::c_str!("ftrace_ops_test"), TRAP),
+        (kernel::c_str!("hash_contains_ip"), TRAP),
+        (kernel::c_str!("ftrace_lookup_ip"), TRAP),
+        (kernel::c_str!("__ftrace_lookup_ip"), TRAP),
+        (kernel::c_str!("el1h_64_sync_handler"), TRAP),
+        (kernel::c_str!("call_el1_break_hook"), TRAP),
+        (kernel::c_str!("ftrace_caller"), TRAP),
+        (kernel::c_str!("ftrace_ops_list_func"), TRAP),
+        (kernel::c_str!("arch_ftrace_ops_list_func"), TRAP),
+        // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
+        (kernel::c_str!("_mcount"), ASM),
+        (kernel::c_str!("cpu_switch_to"), ASM),
+        (kernel::c_str!("ret_from_fork"), ASM),
+        (kernel::c_str!("call_on_irq_stack"), ASM),
+        (kernel::c_str!("__sdei_asm_entry_trampoline"), ASM),
+        (kernel::c_str!("__sdei_asm_exit_trampoline"), ASM),
+        (kernel::c_str!("__sdei_asm_handler"), ASM),
+        (kernel::c_str!("__sdei_handler_abort"), ASM),
+    ];
+
+    /// Where a kernel BRK goes on its way to the engine's re-entry guard and
+    /// back: the exception entry's handler, the BRK handler the engine's
+    /// `ftrace_ops` sits on, and ftrace's dispatch to that ops (the roots of
+    /// the derived trap-path blacklist, `src/blacklist.rs`).
+    const TRAP_ROOTS: &'static [&'static kernel::str::CStr] = &[
+        kernel::c_str!("el1h_64_sync_handler"),
+        kernel::c_str!("do_el1_brk64"),
+        kernel::c_str!("ftrace_ops_list_func"),
+        kernel::c_str!("arch_ftrace_ops_list_func"),
+        kernel::c_str!("ftrace_ops_assist_func"),
+    ];
+
+    /// The engine's own trap entry: what it calls is on the trap path too.
+    fn trap_entry() -> usize {
+        trap::kp_arm64_brk as *const () as usize
+    }
+
+    /// ftrace's assembly (`arch/arm64/kernel/entry-ftrace.S`), first to last
+    /// symbol: `ftrace_caller` has inner labels that split it in kallsyms, and
+    /// every traced call (the engine's BRK hook among them) runs it.
+    const BLACKLIST_SPANS: &'static [(
+        &'static kernel::str::CStr,
+        &'static kernel::str::CStr,
+        &'static kernel::str::CStr,
+    )] = &[
+        (
+            kernel::c_str!("ftrace_caller"),
+            kernel::c_str!("ftrace_stub_direct_tramp"),
+            crate::blacklist::FTRACE_ASM,
+        ),
+        (
+            kernel::c_str!("ftrace_stub"),
+            kernel::c_str!("ftrace_stub_graph"),
+            crate::blacklist::FTRACE_ASM,
+        ),
+        (
+            kernel::c_str!("return_to_handler"),
+            kernel::c_str!("return_to_handler"),
+            crate::blacklist::FTRACE_ASM,
+        ),
+    ];
+
+    /// Hypervisor and identity-mapped text, as `arch_populate_kprobe_blacklist()`.
+    const BLACKLIST_SECTIONS: &'static [(
+        &'static kernel::str::CStr,
+        &'static kernel::str::CStr,
+        &'static kernel::str::CStr,
+    )] = &[
+        (
+            kernel::c_str!("__hyp_text_start"),
+            kernel::c_str!("__hyp_text_end"),
+            kernel::c_str!("hyp text"),
+        ),
+        (
+            kernel::c_str!("__hyp_idmap_text_start"),
+            kernel::c_str!("__hyp_idmap_text_end"),
+            kernel::c_str!("hyp idmap text"),
+        ),
+        (
+            kernel::c_str!("__idmap_text_start"),
+            kernel::c_str!("__idmap_text_end"),
+            kernel::c_str!("idmap text"),
+        ),
+    ];
+}
+
+impl Traps for Arch {
+    /// Backend name, for messages.
+    const NAME: &'static str = "arm64";
+
+    /// Arch set-up at engine load.
+    fn init() -> Result {
+        patch::init();
+        trap::init()
+    }
+
+    /// Arch tear-down at engine unload (after every probe is gone).
+    fn exit() {
+        trap::exit();
+    }
+
+    /// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`). Through C:
+    /// arm64 finds its per-CPU offset in `TPIDR_EL1` or `TPIDR_EL2` (VHE), a
+    /// choice the kernel patches in at boot.
+    ///
+    /// # Safety
+    ///
+    /// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
+    /// preemption off) while it uses the result.
+    #[inline(always)]
+    unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
+        // SAFETY: per the function's contract.
+        unsafe { kp_helper_this_cpu_ptr(p.cast()).cast() }
+    }
+
+    /// Adds one to this CPU's copy of the per-CPU counter `c`
+    /// (`__this_cpu_inc()`).
+    ///
+    /// # Safety
+    ///
+    /// `c` is a live per-CPU `u64`; interrupts are off.
+    #[inline(always)]
+    unsafe fn this_cpu_inc(c: *mut u64) {
+        // SAFETY: per the function's contract.
+        unsafe { kp_helper_counter_inc(c) };
+    }
+}
+
+/// No jump optimization on arm64 yet (a branch-based detour is possible
+/// for boostable sites within a `B`'s reach; see docs/status.md, Known
+/// limits): the defaults.
+impl Jumps for Arch {
+    type OptInsn = NoJump;
+    type OptState = NoJump;
 }

@@ -110,12 +110,3 @@ pub(super) fn foreign_patch(
         _ => None,
     }
 }
-
-/// Whether an `int3` sits at `addr` now (read under `text_mutex`, which
-/// every text writer holds, ftrace's `text_poke_bp()` included, so a
-/// breakpoint it places for a moment is not seen). Process context.
-pub(crate) fn breakpoint_at(addr: usize) -> bool {
-    let _text = crate::symbols::TextLock::lock();
-    // SAFETY: `addr` is kernel or module text (a function's ftrace site).
-    unsafe { core::ptr::read_volatile(addr as *const u8) == INT3 }
-}

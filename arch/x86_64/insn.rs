@@ -39,108 +39,6 @@ pub(super) fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     Ok(buf)
 }
 
-/// Finds the instruction at `addr` by decoding from the function start, and
-/// prepares its out-of-line copy.
-pub(crate) fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
-    let mut pc = fstart;
-    let mut prev = None;
-    let insn = loop {
-        let bytes = read_text(pc)?;
-        let insn = match decode(&bytes) {
-            Ok(i) => i,
-            Err(e) => {
-                pr_err!(
-                    "x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n",
-                    pc,
-                    e,
-                    addr
-                );
-                return Err(crate::errno::eilseq());
-            }
-        };
-        if pc == addr {
-            break (insn, bytes);
-        }
-        if let Some(why) = foreign_patch(pc, &insn, &bytes, prev, fstart + fsize) {
-            pr_err!(
-                "x86: {} at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
-                why,
-                pc,
-                addr
-            );
-            return Err(EBUSY);
-        }
-        prev = Some(insn.class);
-        pc += insn.len as usize;
-        if pc > addr || pc >= fstart + fsize {
-            pr_err!("x86: {:#x} is not on an instruction boundary\n", addr);
-            return Err(crate::errno::eilseq());
-        }
-    };
-    let (insn, bytes) = insn;
-    if insn.class == Class::Int3 {
-        pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
-        return Err(EBUSY);
-    }
-    if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret), fstart + fsize) {
-        pr_err!("x86: {:#x} holds {}\n", addr, why);
-        return Err(EBUSY);
-    }
-    let len = insn.len as usize;
-    match emulate::plan(&insn, addr, &bytes) {
-        Ok(None) => {}
-        Ok(Some(op)) => {
-            // Emulated at the hit: no slot.
-            return Ok(ArchInsn {
-                slot: 0,
-                len: len as u8,
-                orig: bytes,
-                emulate: Some(op),
-                boostable: false,
-                post_tail: false,
-            });
-        }
-        Err(why) => {
-            pr_err!("x86: cannot probe {:#x}: {}\n", addr, why);
-            return Err(crate::errno::eopnotsupp());
-        }
-    }
-    let slot = slots::alloc().ok_or(ENOSPC)?;
-    let boostable = decode::can_boost(&insn);
-    // Step copy at slot + 0, ending in an int3 or, when boostable, in the
-    // `post` tail (the post handlers without a second trap); boosted copy
-    // at slot + BOOST_OFF, ending in a jmp back to the next original
-    // instruction.
-    let mut copy = [INT3; SLOT_SIZE];
-    let mut post_tail = false;
-    let built = place_copy(&mut copy, 0, &insn, &bytes, addr, slot).and_then(|()| {
-        if boostable {
-            // Out of reach (never for kernel or module text): the int3.
-            post_tail = post::put_tail(&mut copy, len, slot, addr, len).is_ok();
-            if !post_tail {
-                copy[len..len + post::TAIL_LEN].fill(INT3);
-            }
-            place_copy(&mut copy, BOOST_OFF, &insn, &bytes, addr, slot)?;
-            put_rel32(&mut copy, BOOST_OFF + len, 0xe9, slot, addr + len)?;
-        }
-        Ok(())
-    });
-    // SAFETY: a slot just allocated; nothing jumps there until armed.
-    if let Err(e) = built.and_then(|()| unsafe { text::write(slot, &copy) }) {
-        slots::free(slot);
-        pr_err!("x86: cannot prepare the copy of {:#x}: {:?}\n", addr, e);
-        return Err(e);
-    }
-    Ok(ArchInsn {
-        slot,
-        len: len as u8,
-        orig: bytes,
-        emulate: None,
-        boostable,
-        post_tail,
-    })
-}
-
 /// Writes `op rel32` (a `call` or `jmp`) at `code[at..]`, which runs at
 /// `base + at`, reaching `to`.
 pub(super) fn put_rel32(code: &mut [u8], at: usize, op: u8, base: usize, to: usize) -> Result {
@@ -173,53 +71,165 @@ pub(super) fn place_copy(
     Ok(())
 }
 
-/// Gives back the resources of a prepared instruction.
-pub(crate) fn release(insn: ArchInsn) {
-    if insn.slot != 0 {
-        if insn.boostable {
-            // A task may be preempted inside the boosted copy or at the
-            // post tail's jump back: the slot is refilled and reused only
-            // after every task left it.
-            slots::free_deferred(insn.slot);
-        } else {
-            // Refill with int3 so that a stale jump into the slot traps
-            // loudly.
-            // SAFETY: a non-boosted copy is only entered from its trap
-            // with interrupts off; the point is gone and a grace period
-            // passed: no CPU is in it.
-            let _ = unsafe { text::write(insn.slot, &[INT3; SLOT_SIZE]) };
-            slots::free(insn.slot);
+impl Insns for Arch {
+    type Insn = ArchInsn;
+
+    const SLOT_SIZE: usize = SLOT_SIZE;
+
+    const NSLOTS: usize = NSLOTS;
+
+    const POINT_MAX_SIZE: usize = POINT_MAX_SIZE;
+
+    /// Finds the instruction at `addr` by decoding from the function start, and
+    /// prepares its out-of-line copy.
+    fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
+        let mut pc = fstart;
+        let mut prev = None;
+        let insn = loop {
+            let bytes = read_text(pc)?;
+            let insn = match decode(&bytes) {
+                Ok(i) => i,
+                Err(e) => {
+                    pr_err!(
+                        "x86: cannot decode at {:#x} ({:?}) on the way to {:#x}\n",
+                        pc,
+                        e,
+                        addr
+                    );
+                    return Err(crate::errno::eilseq());
+                }
+            };
+            if pc == addr {
+                break (insn, bytes);
+            }
+            if let Some(why) = foreign_patch(pc, &insn, &bytes, prev, fstart + fsize) {
+                pr_err!(
+                    "x86: {} at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
+                    why,
+                    pc,
+                    addr
+                );
+                return Err(EBUSY);
+            }
+            prev = Some(insn.class);
+            pc += insn.len as usize;
+            if pc > addr || pc >= fstart + fsize {
+                pr_err!("x86: {:#x} is not on an instruction boundary\n", addr);
+                return Err(crate::errno::eilseq());
+            }
+        };
+        let (insn, bytes) = insn;
+        if insn.class == Class::Int3 {
+            pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
+            return Err(EBUSY);
+        }
+        if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret), fstart + fsize) {
+            pr_err!("x86: {:#x} holds {}\n", addr, why);
+            return Err(EBUSY);
+        }
+        let len = insn.len as usize;
+        match emulate::plan(&insn, addr, &bytes) {
+            Ok(None) => {}
+            Ok(Some(op)) => {
+                // Emulated at the hit: no slot.
+                return Ok(ArchInsn {
+                    slot: 0,
+                    len: len as u8,
+                    orig: bytes,
+                    emulate: Some(op),
+                    boostable: false,
+                    post_tail: false,
+                });
+            }
+            Err(why) => {
+                pr_err!("x86: cannot probe {:#x}: {}\n", addr, why);
+                return Err(crate::errno::eopnotsupp());
+            }
+        }
+        let slot = slots::alloc().ok_or(ENOSPC)?;
+        let boostable = decode::can_boost(&insn);
+        // Step copy at slot + 0, ending in an int3 or, when boostable, in the
+        // `post` tail (the post handlers without a second trap); boosted copy
+        // at slot + BOOST_OFF, ending in a jmp back to the next original
+        // instruction.
+        let mut copy = [INT3; SLOT_SIZE];
+        let mut post_tail = false;
+        let built = place_copy(&mut copy, 0, &insn, &bytes, addr, slot).and_then(|()| {
+            if boostable {
+                // Out of reach (never for kernel or module text): the int3.
+                post_tail = post::put_tail(&mut copy, len, slot, addr, len).is_ok();
+                if !post_tail {
+                    copy[len..len + post::TAIL_LEN].fill(INT3);
+                }
+                place_copy(&mut copy, BOOST_OFF, &insn, &bytes, addr, slot)?;
+                put_rel32(&mut copy, BOOST_OFF + len, 0xe9, slot, addr + len)?;
+            }
+            Ok(())
+        });
+        // SAFETY: a slot just allocated; nothing jumps there until armed.
+        if let Err(e) = built.and_then(|()| unsafe { text::write(slot, &copy) }) {
+            slots::free(slot);
+            pr_err!("x86: cannot prepare the copy of {:#x}: {:?}\n", addr, e);
+            return Err(e);
+        }
+        Ok(ArchInsn {
+            slot,
+            len: len as u8,
+            orig: bytes,
+            emulate: None,
+            boostable,
+            post_tail,
+        })
+    }
+
+    /// Gives back the resources of a prepared instruction.
+    fn release(insn: ArchInsn) {
+        if insn.slot != 0 {
+            if insn.boostable {
+                // A task may be preempted inside the boosted copy or at the
+                // post tail's jump back: the slot is refilled and reused only
+                // after every task left it.
+                slots::free_deferred(insn.slot);
+            } else {
+                // Refill with int3 so that a stale jump into the slot traps
+                // loudly.
+                // SAFETY: a non-boosted copy is only entered from its trap
+                // with interrupts off; the point is gone and a grace period
+                // passed: no CPU is in it.
+                let _ = unsafe { text::write(insn.slot, &[INT3; SLOT_SIZE]) };
+                slots::free(insn.slot);
+            }
         }
     }
-}
 
-/// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
-pub(crate) fn clear_slot(slot: usize) {
-    // SAFETY: a deferred-freed slot: every task has left it.
-    let _ = unsafe { text::write(slot, &[INT3; SLOT_SIZE]) };
-}
+    /// Refills a slot before reuse (deferred frees, see `src/slots.rs`).
+    fn clear_slot(slot: usize) {
+        // SAFETY: a deferred-freed slot: every task has left it.
+        let _ = unsafe { text::write(slot, &[INT3; SLOT_SIZE]) };
+    }
 
-/// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
-/// executes either the old instruction or the int3. `EBUSY` when the byte
-/// is no longer the original one (someone else patched it while the probe
-/// was disarmed: the kernel's kprobes, kgdb): theirs stays.
-pub(crate) fn arm(addr: usize, insn: &ArchInsn) -> Result {
-    // SAFETY: the first byte of the instruction `prepare` decoded and
-    // validated (the registry arms only prepared points).
-    unsafe { text::write_if_unchanged(addr, &insn.orig[..1], &[INT3]) }?;
-    // SAFETY: process context.
-    unsafe { kp_helper_sync_all_cores() };
-    Ok(())
-}
+    /// Writes the breakpoint. Writing one byte is atomic for other CPUs: each
+    /// executes either the old instruction or the int3. `EBUSY` when the byte
+    /// is no longer the original one (someone else patched it while the probe
+    /// was disarmed: the kernel's kprobes, kgdb): theirs stays.
+    fn arm(addr: usize, insn: &ArchInsn) -> Result {
+        // SAFETY: the first byte of the instruction `prepare` decoded and
+        // validated (the registry arms only prepared points).
+        unsafe { text::write_if_unchanged(addr, &insn.orig[..1], &[INT3]) }?;
+        // SAFETY: process context.
+        unsafe { kp_helper_sync_all_cores() };
+        Ok(())
+    }
 
-/// Restores the original first byte. `EBUSY` when the byte is no longer
-/// the engine's int3 (someone else's patch on top of it, which saved the
-/// int3 as its original: writing over it would leave a stray int3 behind
-/// when they restore theirs).
-pub(crate) fn disarm(addr: usize, insn: &ArchInsn) -> Result {
-    // SAFETY: as in `arm`: the original byte goes back.
-    unsafe { text::write_if_unchanged(addr, &[INT3], &insn.orig[..1]) }?;
-    // SAFETY: process context.
-    unsafe { kp_helper_sync_all_cores() };
-    Ok(())
+    /// Restores the original first byte. `EBUSY` when the byte is no longer
+    /// the engine's int3 (someone else's patch on top of it, which saved the
+    /// int3 as its original: writing over it would leave a stray int3 behind
+    /// when they restore theirs).
+    fn disarm(addr: usize, insn: &ArchInsn) -> Result {
+        // SAFETY: as in `arm`: the original byte goes back.
+        unsafe { text::write_if_unchanged(addr, &[INT3], &insn.orig[..1]) }?;
+        // SAFETY: process context.
+        unsafe { kp_helper_sync_all_cores() };
+        Ok(())
+    }
 }

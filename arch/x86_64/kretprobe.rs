@@ -18,9 +18,12 @@
 //! `arch_rethook_trampoline`, it reuses the `ss` slot of the frame and is
 //! exempt from objtool's stack validation.
 
+use super::Arch;
+use crate::arch::Returns;
 use crate::kretprobe;
 use crate::text;
 use kernel::bindings;
+use kernel::prelude::*;
 
 core::arch::global_asm!(
     ".pushsection .text.kp_kret, \"ax\", @progbits",
@@ -66,45 +69,47 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     unsafe { *slot = ret };
 }
 
-/// Writes the stub for slot `index` at `stub`.
-pub(crate) fn write_kret_stub(stub: usize, index: usize) -> kernel::error::Result {
-    let tramp = kp_x86_kret_trampoline as *const () as usize;
-    let idx = index as u32;
-    let mut code = [0u8; 10];
-    code[0] = 0x68;
-    code[1..5].copy_from_slice(&idx.to_le_bytes());
-    super::put_rel32(&mut code, 5, 0xe9, stub, tramp)?;
-    // SAFETY: a stub of a pool being built: published only after
-    // `kret_stubs_written`.
-    unsafe { text::write(stub, &code) }
-}
+impl Returns for Arch {
+    /// Writes the stub for slot `index` at `stub`.
+    fn write_kret_stub(stub: usize, index: usize) -> Result {
+        let tramp = kp_x86_kret_trampoline as *const () as usize;
+        let idx = index as u32;
+        let mut code = [0u8; 10];
+        code[0] = 0x68;
+        code[1..5].copy_from_slice(&idx.to_le_bytes());
+        super::put_rel32(&mut code, 5, 0xe9, stub, tramp)?;
+        // SAFETY: a stub of a pool being built: published only after
+        // `kret_stubs_written`.
+        unsafe { text::write(stub, &code) }
+    }
 
-/// Makes every CPU see freshly written stubs.
-pub(crate) fn kret_stubs_written() {
-    // SAFETY: process context.
-    unsafe { kp_helper_sync_all_cores() };
-}
+    /// Refills a stub with int3 before its slot is reused.
+    fn clear_kret_stub(stub: usize) {
+        // SAFETY: the stub's pool is freed: no return goes there any more.
+        let _ = unsafe { text::write(stub, &[super::INT3; 10]) };
+    }
 
-/// Refills a stub with int3 before its slot is reused.
-pub(crate) fn clear_kret_stub(stub: usize) {
-    // SAFETY: the stub's pool is freed: no return goes there any more.
-    let _ = unsafe { text::write(stub, &[super::INT3; 10]) };
-}
+    /// Makes every CPU see freshly written stubs.
+    fn kret_stubs_written() {
+        // SAFETY: process context.
+        unsafe { kp_helper_sync_all_cores() };
+    }
 
-/// The return address at a function's entry (trap frame of its probe).
-pub(crate) fn kret_return_address(regs: &bindings::pt_regs) -> usize {
-    // SAFETY: at the entry `sp` points at the return address.
-    unsafe { *(regs.sp as *const usize) }
-}
+    /// The return address at a function's entry (trap frame of its probe).
+    fn kret_return_address(regs: &bindings::pt_regs) -> usize {
+        // SAFETY: at the entry `sp` points at the return address.
+        unsafe { *(regs.sp as *const usize) }
+    }
 
-/// Where the function graph tracer recorded this frame (its `retp`): the
-/// return address slot, at the stack pointer on entry.
-pub(crate) fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
-    regs.sp
-}
+    /// Sends the function's return to `stub`.
+    fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
+        // SAFETY: at the entry `sp` points at the return address.
+        unsafe { *(regs.sp as *mut usize) = stub };
+    }
 
-/// Sends the function's return to `stub`.
-pub(crate) fn kret_hijack(regs: &mut bindings::pt_regs, stub: usize) {
-    // SAFETY: at the entry `sp` points at the return address.
-    unsafe { *(regs.sp as *mut usize) = stub };
+    /// Where the function graph tracer recorded this frame (its `retp`): the
+    /// return address slot, at the stack pointer on entry.
+    fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
+        regs.sp
+    }
 }

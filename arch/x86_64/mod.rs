@@ -57,13 +57,12 @@ mod foreign;
 mod insn;
 mod step;
 
-pub(crate) use blacklist::*;
-pub(crate) use foreign::*;
-pub(crate) use ftrace::*;
-pub(crate) use insn::*;
-pub(crate) use step::*;
+use foreign::*;
+use insn::*;
+use step::*;
 use tramp::*;
 
+use crate::arch::{Entries, Insns, Refusals, Steps, Traps};
 use crate::{slots, text};
 
 use core::sync::atomic::Ordering;
@@ -74,111 +73,10 @@ use kernel::bindings;
 
 use kernel::prelude::*;
 
-pub(crate) use kretprobe::{
-    clear_kret_stub, kret_graph_retp, kret_hijack, kret_return_address, kret_stubs_written,
-    write_kret_stub,
-};
-
-/// How far before an ftrace call site its bytes reach: none on x86_64 (the
-/// 5-byte site itself is checked).
-pub(crate) const FTRACE_GUARD: usize = 0;
-
 extern "C" {
     /// This CPU's per-CPU offset, itself a per-CPU variable (exported).
     static this_cpu_off: usize;
 }
-
-/// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`), inline:
-/// the hit paths use it on every hit, where a call into C costs more under
-/// QEMU's TCG than the access.
-///
-/// # Safety
-///
-/// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
-/// preemption off) while it uses the result.
-#[inline(always)]
-pub(crate) unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
-    let off: usize;
-    // SAFETY: `%gs` is this CPU's per-CPU base; `this_cpu_off` is a per-CPU
-    // variable (what `this_cpu_read(this_cpu_off)` reads).
-    unsafe {
-        core::arch::asm!(
-            "mov {off}, qword ptr gs:[{var}]",
-            off = out(reg) off,
-            var = in(reg) core::ptr::addr_of!(this_cpu_off),
-            options(nostack, readonly, preserves_flags),
-        )
-    };
-    p.wrapping_byte_add(off)
-}
-
-/// Adds one to this CPU's copy of the per-CPU counter `c`
-/// (`__this_cpu_inc()`: one `inc` relative to `%gs`, no lock prefix).
-///
-/// # Safety
-///
-/// `c` is a live per-CPU `u64`; interrupts are off (no other writer on this
-/// CPU).
-#[inline(always)]
-pub(crate) unsafe fn this_cpu_inc(c: *mut u64) {
-    // SAFETY: per the function's contract.
-    unsafe {
-        core::arch::asm!(
-            "inc qword ptr gs:[{c}]",
-            c = in(reg) c,
-            options(nostack),
-        )
-    };
-}
-
-pub(crate) use opt::{OptInsn, OptState};
-
-/// Whether this backend has jump optimization (`src/optimize.rs`).
-pub(crate) const OPT_SUPPORTED: bool = true;
-
-/// The most bytes a jump covers.
-pub(crate) const OPT_MAX_SPAN: usize = opt::MAX_SPAN;
-
-/// Checks whether the probe at `addr` (in the function `[fstart, fstart +
-/// fsize)`) can be jump-optimized and builds its detour; `other_probe(a)`:
-/// whether another probe sits at `a`. Refusals say why and whether they are
-/// permanent (false: out of slots or memory). Registration lock held.
-pub(crate) fn opt_prepare(
-    addr: usize,
-    fstart: usize,
-    fsize: usize,
-    other_probe: impl Fn(usize) -> bool,
-) -> core::result::Result<OptInsn, (&'static str, bool)> {
-    opt::prepare(addr, fstart, fsize, other_probe)
-}
-
-/// Bytes the jump covers.
-pub(crate) fn opt_span(o: &OptInsn) -> usize {
-    opt::span(o)
-}
-
-/// The original bytes under the jump.
-pub(crate) fn opt_orig(o: &OptInsn) -> &[u8] {
-    o.orig()
-}
-
-/// Writes the jump over the armed breakpoint.
-pub(crate) fn opt_jump(addr: usize, o: &OptInsn) -> Result {
-    opt::jump(addr, o)
-}
-
-/// Puts the breakpoint and the original bytes back.
-pub(crate) fn opt_unjump(addr: usize, o: &OptInsn) -> Result {
-    opt::unjump(addr, o)
-}
-
-/// Frees the detour once no task can be in it.
-pub(crate) fn opt_release(o: &OptInsn) {
-    opt::release(o)
-}
-
-/// Backend name, for messages.
-pub(crate) const NAME: &str = "x86_64";
 
 /// The breakpoint instruction.
 const INT3: u8 = 0xcc;
@@ -232,13 +130,65 @@ pub(crate) struct ArchInsn {
     pub(super) post_tail: bool,
 }
 
-/// Arch set-up at engine load.
-pub(crate) fn init() -> Result {
-    init_optprobe_head();
-    trap::init()
-}
+/// The x86_64 backend (the traits of `src/arch.rs` are implemented in the
+/// file of each part).
+pub(crate) struct Arch;
 
-/// Arch tear-down at engine unload (after every probe is gone).
-pub(crate) fn exit() {
-    trap::exit();
+impl Traps for Arch {
+    /// Backend name, for messages.
+    const NAME: &'static str = "x86_64";
+
+    /// Arch set-up at engine load.
+    fn init() -> Result {
+        init_optprobe_head();
+        trap::init()
+    }
+
+    /// Arch tear-down at engine unload (after every probe is gone).
+    fn exit() {
+        trap::exit();
+    }
+
+    /// This CPU's copy of the per-CPU object `p` (`this_cpu_ptr()`), inline:
+    /// the hit paths use it on every hit, where a call into C costs more under
+    /// QEMU's TCG than the access.
+    ///
+    /// # Safety
+    ///
+    /// `p` is a per-CPU pointer; the caller cannot migrate (interrupts or
+    /// preemption off) while it uses the result.
+    #[inline(always)]
+    unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T {
+        let off: usize;
+        // SAFETY: `%gs` is this CPU's per-CPU base; `this_cpu_off` is a per-CPU
+        // variable (what `this_cpu_read(this_cpu_off)` reads).
+        unsafe {
+            core::arch::asm!(
+                "mov {off}, qword ptr gs:[{var}]",
+                off = out(reg) off,
+                var = in(reg) core::ptr::addr_of!(this_cpu_off),
+                options(nostack, readonly, preserves_flags),
+            )
+        };
+        p.wrapping_byte_add(off)
+    }
+
+    /// Adds one to this CPU's copy of the per-CPU counter `c`
+    /// (`__this_cpu_inc()`: one `inc` relative to `%gs`, no lock prefix).
+    ///
+    /// # Safety
+    ///
+    /// `c` is a live per-CPU `u64`; interrupts are off (no other writer on this
+    /// CPU).
+    #[inline(always)]
+    unsafe fn this_cpu_inc(c: *mut u64) {
+        // SAFETY: per the function's contract.
+        unsafe {
+            core::arch::asm!(
+                "inc qword ptr gs:[{c}]",
+                c = in(reg) c,
+                options(nostack),
+            )
+        };
+    }
 }

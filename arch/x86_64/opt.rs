@@ -34,7 +34,8 @@
 //! that might be inside them left (`synchronize_rcu_tasks()`).
 
 use super::decode::{self, can_boost, decode, Class, MAX_INSN_LEN};
-use super::{place_copy, put_rel32, read_text, INT3, SLOT_SIZE};
+use super::{place_copy, put_rel32, read_text, Arch, INT3, SLOT_SIZE};
+use crate::arch::{Entries, Jumps, OptPoint, Refusal};
 use crate::{slots, symbols, text};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
@@ -73,9 +74,9 @@ pub(crate) struct OptState {
     refused: core::sync::atomic::AtomicU16,
 }
 
-impl OptState {
+impl OptPoint<OptInsn> for OptState {
     /// Nothing prepared.
-    pub(crate) const fn none() -> OptState {
+    fn none() -> OptState {
         OptState {
             insn: core::cell::UnsafeCell::new(OptInsn::NONE),
             resume: core::sync::atomic::AtomicUsize::new(0),
@@ -87,13 +88,13 @@ impl OptState {
     /// Where hits resume (the detour), 0 when no jump is prepared. Trap
     /// path.
     #[inline(always)]
-    pub(crate) fn resume(&self) -> usize {
+    fn resume(&self) -> usize {
         self.resume.load(Ordering::Acquire)
     }
 
     /// Publishes a prepared jump: hits resume in its detour from now on.
     /// Registration lock held, nothing prepared.
-    pub(crate) fn prepare(&self, o: OptInsn) {
+    fn prepare(&self, o: OptInsn) {
         // SAFETY: registration lock held; not published yet (`resume` is
         // 0), so no reader looks at it.
         unsafe { *self.insn.get() = o };
@@ -102,34 +103,34 @@ impl OptState {
 
     /// Unpublishes the prepared jump (hits step again). Registration lock
     /// held.
-    pub(crate) fn clear(&self) {
+    fn clear(&self) {
         self.resume.store(0, Ordering::Release);
     }
 
     /// The prepared jump. Registration lock held.
-    pub(crate) fn insn(&self) -> OptInsn {
+    fn insn(&self) -> OptInsn {
         // SAFETY: written only under the registration lock, which our
         // caller holds.
         unsafe { *self.insn.get() }
     }
 
     /// Whether the jump is in the text.
-    pub(crate) fn jumped(&self) -> bool {
+    fn jumped(&self) -> bool {
         self.jumped.load(Ordering::Relaxed)
     }
 
     /// Records whether the jump is in the text. Registration lock held.
-    pub(crate) fn set_jumped(&self, on: bool) {
+    fn set_jumped(&self, on: bool) {
         self.jumped.store(on, Ordering::Relaxed);
     }
 
     /// The epoch + 1 of the last refusal.
-    pub(crate) fn refused(&self) -> u16 {
+    fn refused(&self) -> u16 {
         self.refused.load(Ordering::Relaxed)
     }
 
     /// Records a refusal in epoch `tag - 1`. Registration lock held.
-    pub(crate) fn set_refused(&self, tag: u16) {
+    fn set_refused(&self, tag: u16) {
         self.refused.store(tag, Ordering::Relaxed);
     }
 }
@@ -194,7 +195,7 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
         // Redirected. As on the ftrace path only the stack pointer the code
         // had can be resumed with, or a return to the caller (through a
         // `ret` stub); anything else is undone and the code runs on.
-        if !super::ftrace_fixup_redirect(regs, f.sp, f.resume)
+        if !Arch::ftrace_fixup_redirect(regs, f.sp, f.resume)
             && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
         {
             pr_err!(
@@ -210,10 +211,6 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
     // SAFETY: as above.
     unsafe { super::tramp_leave(regs, &f, to) };
 }
-
-/// Why [`prepare`] refused, and whether for good (false: out of slots or
-/// memory, worth another try).
-pub(crate) type Refusal = (&'static str, bool);
 
 /// Decides whether the probe at `addr` (in the function `[fstart, fstart +
 /// fsize)`) can be jump-optimized and builds its detour. `other_probe(a)`
@@ -421,5 +418,46 @@ pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
 pub(crate) fn release(opt: &OptInsn) {
     if opt.detour != 0 {
         slots::free_deferred(opt.detour);
+    }
+}
+
+impl Jumps for Arch {
+    type OptInsn = OptInsn;
+    type OptState = OptState;
+    const OPT_SUPPORTED: bool = true;
+    const OPT_MAX_SPAN: usize = MAX_SPAN;
+
+    /// Checks whether the probe at `addr` (in the function that starts at
+    /// `fstart`, `fsize` bytes long) can be jump-optimized and builds its
+    /// detour; `other_probe(a)`: whether another probe sits at `a`.
+    /// Refusals say why and whether they are permanent (false: out of slots
+    /// or memory). Registration lock held.
+    fn opt_prepare(
+        addr: usize,
+        fstart: usize,
+        fsize: usize,
+        other_probe: impl Fn(usize) -> bool,
+    ) -> core::result::Result<OptInsn, Refusal> {
+        prepare(addr, fstart, fsize, other_probe)
+    }
+
+    fn opt_span(o: &OptInsn) -> usize {
+        span(o)
+    }
+
+    fn opt_orig(o: &OptInsn) -> &[u8] {
+        o.orig()
+    }
+
+    fn opt_jump(addr: usize, o: &OptInsn) -> Result {
+        jump(addr, o)
+    }
+
+    fn opt_unjump(addr: usize, o: &OptInsn) -> Result {
+        unjump(addr, o)
+    }
+
+    fn opt_release(o: &OptInsn) {
+        release(o)
     }
 }

@@ -10,6 +10,7 @@ use crate::abi::{
     KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE, KP_FLAG_OPTIMIZED, KP_FLAG_REGISTERED,
 };
 use crate::arch;
+use crate::arch::{Entries, Insns, OptPoint};
 use crate::lock::RegGuard;
 use crate::resolve::resolve;
 use crate::symbols;
@@ -39,7 +40,7 @@ pub(super) fn arm_point(point: &Point) -> Result {
         point.direct.store(direct, Ordering::Relaxed);
         Ok(())
     } else {
-        arch::arm(point.addr, &point.insn)
+        arch::Arch::arm(point.addr, &point.insn)
     }
 }
 
@@ -49,7 +50,7 @@ pub(super) fn disarm_point(g: &RegGuard, point: &Point) -> Result {
         crate::ftrace::disarm(point.addr)
     } else {
         (hooks::get().unlayer)(g, point)?;
-        arch::disarm(point.addr, &point.insn)
+        arch::Arch::disarm(point.addr, &point.insn)
     }
 }
 
@@ -204,9 +205,9 @@ pub(super) fn register_locked(
                 return Err(e);
             }
             let insn = if ftrace {
-                arch::ftrace_insn(addr)
+                arch::Arch::ftrace_insn(addr)
             } else {
-                match arch::prepare(addr, sym.start, sym.size) {
+                match arch::Arch::prepare(addr, sym.start, sym.size) {
                     Ok(i) => i,
                     Err(e) => {
                         free_probe();
@@ -228,7 +229,7 @@ pub(super) fn register_locked(
             let point = match made {
                 Ok(p) => p,
                 Err(e) => {
-                    arch::release(insn);
+                    arch::Arch::release(insn);
                     free_probe();
                     return Err(e);
                 }

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::arch;
+use crate::arch::{OptPoint, Steps};
 use crate::lock::RegGuard;
 use crate::symbols;
 use core::sync::atomic::Ordering;
@@ -41,7 +42,7 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
                     write!(w, "  [FTRACE]")?;
                 } else if point.opt.jumped() {
                     write!(w, "  [OPTIMIZED]")?;
-                } else if arch::boostable(&point.insn) && !point.any_post_handler() {
+                } else if arch::Arch::boostable(&point.insn) && !point.any_post_handler() {
                     write!(w, "  [BOOSTED]")?;
                 }
             }

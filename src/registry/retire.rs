@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::arch;
+use crate::arch::Insns;
 use crate::lock::RegGuard;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -103,7 +104,7 @@ impl Retired {
                 // SAFETY: as above, for its list.
                 drop(unsafe { KBox::from_raw(list) });
             }
-            arch::release(point.insn);
+            arch::Arch::release(point.insn);
             // SAFETY: from the points' cache; nothing refers to it (above).
             unsafe { kp_helper_point_free(self.point.cast()) };
         }

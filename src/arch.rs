@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The contract between the engine (`src/`) and an architecture backend
+//! (`arch/<arch>/`): the traits below, which this kernel's backend type
+//! [`Arch`] implements, are everything the core uses (besides the pure
+//! `decode`, `event_regs` and `regs` modules and the trap glue's calls
+//! into `crate::hit`). Each trait is implemented in the backend file that
+//! does the work (`insn.rs`, `step.rs`, `ftrace.rs`, `kretprobe.rs`,
+//! `opt.rs`, ...), so no backend carries forwarders. Capabilities a backend
+//! may lack (entry probes through ftrace, jump optimization) have default
+//! "unsupported" bodies, as `kernel/kprobes.c` has `__weak` arch hooks:
+//! a third architecture is one new folder implementing [`Backend`]'s
+//! parts. `docs/arch-interface.md` says what the types cannot.
+
+use crate::query::InsnInfo;
+use kernel::bindings::pt_regs;
+use kernel::prelude::*;
+use kernel::str::CStr;
+
+#[cfg(CONFIG_X86_64)]
+#[path = "../arch/x86_64/mod.rs"]
+mod imp;
+
+#[cfg(CONFIG_ARM64)]
+#[path = "../arch/arm64/mod.rs"]
+mod imp;
+
+/// This kernel's backend.
+pub(crate) use imp::Arch;
+pub(crate) use imp::{event_regs, regs};
+
+/// A jump-optimization refusal: why, and whether for good (until the
+/// function's probes change).
+pub(crate) type Refusal = (&'static str, bool);
+
+/// Preparing a probed instruction and writing its breakpoint.
+pub(crate) trait Insns {
+    /// A prepared probed instruction: original bytes, how it executes,
+    /// its slot.
+    type Insn: Copy;
+    /// Bytes per out-of-line slot, and slots in the area the backend
+    /// reserves in the engine's text (symbol `kp_insn_slots`).
+    const SLOT_SIZE: usize;
+    const NSLOTS: usize;
+    /// The largest a registry `Point` may be here (memory per probe).
+    const POINT_MAX_SIZE: usize;
+    /// Decodes from the function start, checks the boundary, classifies,
+    /// refuses what cannot be probed (`-EILSEQ`, `-EOPNOTSUPP`, `-EBUSY`),
+    /// writes the slot.
+    fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<Self::Insn>;
+    /// Gives the slot back (after a grace period).
+    fn release(insn: Self::Insn);
+    /// Refills a slot before a deferred reuse.
+    fn clear_slot(slot: usize);
+    /// Writes the breakpoint over the original bytes (`-EBUSY` when they
+    /// are no longer there), with the synchronisation the arch needs.
+    fn arm(addr: usize, insn: &Self::Insn) -> Result;
+    /// Puts the original back over the engine's breakpoint (`-EBUSY` when
+    /// someone else's patch is on top of it).
+    fn disarm(addr: usize, insn: &Self::Insn) -> Result;
+}
+
+/// Running a prepared instruction at a hit.
+pub(crate) trait Steps: Insns {
+    /// Executes the instruction in place (emulation or simulation); false:
+    /// step it out of line.
+    fn simulate(addr: usize, insn: &Self::Insn, regs: &mut pt_regs) -> bool;
+    /// Points the CPU at the slot with interrupts masked; `saved` keeps the
+    /// arch state to restore.
+    fn setup_step(addr: usize, insn: &Self::Insn, regs: &mut pt_regs, saved: &mut usize);
+    /// Whether `ip` is inside this instruction's copy.
+    fn in_copy(ip: usize, insn: &Self::Insn) -> bool;
+    /// Undoes `setup_step`'s masking after a fault in the copy.
+    fn abort_step(insn: &Self::Insn, regs: &mut pt_regs, saved: usize);
+    /// Whether the breakpoint at `trap_addr` is the one ending this copy.
+    fn is_step_done(trap_addr: usize, insn: &Self::Insn) -> bool;
+    /// Resumes after the original instruction and restores the saved state.
+    fn finish_step(addr: usize, insn: &Self::Insn, regs: &mut pt_regs, saved: usize);
+    /// Whether the copy may return by a jump (no second trap).
+    fn boostable(insn: &Self::Insn) -> bool;
+    /// Sends the CPU to the boosted copy.
+    fn setup_boost(addr: usize, insn: &Self::Insn, regs: &mut pt_regs);
+    /// Length, call, direct-branch target of one instruction.
+    fn describe(addr: usize) -> Result<InsnInfo>;
+    /// Targets of direct calls and (conditional) jumps in `[start, end)`.
+    fn for_each_direct_branch(start: usize, end: usize, f: impl FnMut(usize));
+}
+
+/// Function entries, and probes on them through ftrace.
+pub(crate) trait Entries: Insns {
+    /// The ftrace site's length and the pre handler's ip past its start.
+    const FTRACE_SITE_LEN: usize = 0;
+    const FTRACE_PRE_IP_OFFSET: usize = 0;
+    /// How far before an ftrace call site ftrace's bytes reach.
+    const FTRACE_GUARD: usize = 0;
+    /// Where a probe on a function's entry really goes (past what the arch
+    /// or ftrace reserves there).
+    fn entry_probe_address(start: usize, size: usize) -> usize;
+    /// The function's ftrace call site, if entries may use it (default:
+    /// none, every entry probe is a breakpoint).
+    fn ftrace_entry_site(_start: usize, _size: usize) -> Option<usize> {
+        None
+    }
+    /// An inert instruction record for a point served by ftrace.
+    fn ftrace_insn(addr: usize) -> Self::Insn;
+    /// Turns a handler's return-to-caller on the ftrace path into what
+    /// ftrace can honour; false when it cannot.
+    fn ftrace_fixup_redirect(_regs: &mut pt_regs, _orig_sp: usize, _orig_ip: usize) -> bool {
+        false
+    }
+    /// Whether a breakpoint instruction sits at `addr` now (an ftrace site
+    /// ftrace must not be asked to patch).
+    fn breakpoint_at(addr: usize) -> bool;
+}
+
+/// The return stubs and the return address at a function's entry.
+pub(crate) trait Returns {
+    /// Writes the per-instance stub for slot `index` at `stub`.
+    fn write_kret_stub(stub: usize, index: usize) -> Result;
+    /// Refills a stub before its slot is reused.
+    fn clear_kret_stub(stub: usize);
+    /// Makes every CPU see freshly written stubs.
+    fn kret_stubs_written();
+    /// The return address at a function's entry.
+    fn kret_return_address(regs: &pt_regs) -> usize;
+    /// Sends the function's return to `stub`.
+    fn kret_hijack(regs: &mut pt_regs, stub: usize);
+    /// The frame key the function graph tracer records for this return.
+    fn kret_graph_retp(regs: &pt_regs) -> usize;
+}
+
+/// A point's jump-optimization state, as the hit path and the optimizer
+/// see it.
+pub(crate) trait OptPoint<O> {
+    /// Nothing prepared.
+    fn none() -> Self;
+    /// Where breakpoint hits resume while a jump is prepared or written (0:
+    /// none).
+    fn resume(&self) -> usize;
+    /// Publishes a prepared jump. Registration lock held.
+    fn prepare(&self, o: O);
+    /// Unpublishes it. Registration lock held.
+    fn clear(&self);
+    /// The prepared jump. Registration lock held.
+    fn insn(&self) -> O;
+    /// Whether the jump is in the text, and recording it.
+    fn jumped(&self) -> bool;
+    fn set_jumped(&self, on: bool);
+    /// The epoch + 1 of the last refusal, and recording one.
+    fn refused(&self) -> u16;
+    fn set_refused(&self, tag: u16);
+}
+
+/// Jump optimization (x86_64). The defaults: none.
+pub(crate) trait Jumps {
+    type OptInsn: Copy;
+    type OptState: OptPoint<Self::OptInsn>;
+    const OPT_SUPPORTED: bool = false;
+    /// The most bytes a jump covers.
+    const OPT_MAX_SPAN: usize = 1;
+    /// Checks a probe's function and builds its detour.
+    fn opt_prepare(
+        _addr: usize,
+        _fstart: usize,
+        _fsize: usize,
+        _other_probe: impl Fn(usize) -> bool,
+    ) -> core::result::Result<Self::OptInsn, Refusal> {
+        Err(("no jump optimization on this architecture", true))
+    }
+    /// The bytes the jump covers, and their original contents.
+    fn opt_span(_o: &Self::OptInsn) -> usize {
+        0
+    }
+    fn opt_orig(_o: &Self::OptInsn) -> &[u8] {
+        &[]
+    }
+    /// Writes / removes the jump over the armed breakpoint.
+    fn opt_jump(_addr: usize, _o: &Self::OptInsn) -> Result {
+        Err(crate::errno::eopnotsupp())
+    }
+    fn opt_unjump(_addr: usize, _o: &Self::OptInsn) -> Result {
+        Ok(())
+    }
+    /// Frees the detour after every task left it.
+    fn opt_release(_o: &Self::OptInsn) {}
+}
+
+/// A backend without jump optimization: its points' state and jumps are
+/// this zero-sized type.
+#[derive(Clone, Copy)]
+#[cfg_attr(CONFIG_X86_64, allow(dead_code))]
+pub(crate) struct NoJump;
+
+impl OptPoint<NoJump> for NoJump {
+    fn none() -> Self {
+        NoJump
+    }
+    #[inline(always)]
+    fn resume(&self) -> usize {
+        0
+    }
+    fn prepare(&self, _o: NoJump) {}
+    fn clear(&self) {}
+    fn insn(&self) -> NoJump {
+        NoJump
+    }
+    fn jumped(&self) -> bool {
+        false
+    }
+    fn set_jumped(&self, _on: bool) {}
+    fn refused(&self) -> u16 {
+        0
+    }
+    fn set_refused(&self, _tag: u16) {}
+}
+
+/// What the backend refuses to probe, and where its trap path starts.
+pub(crate) trait Refusals {
+    /// Places the arch adds to the blacklist, with the reason.
+    const BLACKLIST_FUNCS: &'static [(&'static CStr, &'static CStr)];
+    /// Sections refused whole: (first symbol, end symbol, reason).
+    const BLACKLIST_SECTIONS: &'static [(&'static CStr, &'static CStr, &'static CStr)];
+    /// Assembly refused from its first symbol to the end of its last.
+    const BLACKLIST_SPANS: &'static [(&'static CStr, &'static CStr, &'static CStr)];
+    /// Where a kernel breakpoint runs on its way to the engine's re-entry
+    /// guard: the roots of the derived trap-path blacklist.
+    const TRAP_ROOTS: &'static [&'static CStr];
+    /// The engine's trap entry (a trap-path root).
+    fn trap_entry() -> usize;
+}
+
+/// The trap entry and per-CPU access.
+pub(crate) trait Traps {
+    /// Backend name for messages.
+    const NAME: &'static str;
+    /// Installs / removes the trap entry.
+    fn init() -> Result;
+    fn exit();
+    /// This CPU's copy of a per-CPU object.
+    ///
+    /// # Safety
+    ///
+    /// `p` is a per-CPU pointer; the caller cannot migrate while it uses
+    /// the result.
+    unsafe fn this_cpu_ptr<T>(p: *mut T) -> *mut T;
+    /// Adds one to this CPU's copy of a per-CPU counter.
+    ///
+    /// # Safety
+    ///
+    /// `c` is a live per-CPU `u64`; interrupts are off.
+    unsafe fn this_cpu_inc(c: *mut u64);
+}
+
+/// The whole contract.
+pub(crate) trait Backend:
+    Insns + Steps + Entries + Returns + Jumps + Traps + Refusals
+{
+}
+
+impl<T: Insns + Steps + Entries + Returns + Jumps + Traps + Refusals> Backend for T {}
+
+// The backend is complete (a missing part fails here, not at a use).
+const _: fn() = || {
+    fn backend<B: Backend>() {}
+    backend::<Arch>();
+};
+
+/// The backend's types and constants under short names.
+pub(crate) type ArchInsn = <Arch as Insns>::Insn;
+pub(crate) type OptState = <Arch as Jumps>::OptState;
+pub(crate) const NAME: &str = <Arch as Traps>::NAME;
+pub(crate) const SLOT_SIZE: usize = <Arch as Insns>::SLOT_SIZE;
+pub(crate) const NSLOTS: usize = <Arch as Insns>::NSLOTS;
+pub(crate) const POINT_MAX_SIZE: usize = <Arch as Insns>::POINT_MAX_SIZE;
+pub(crate) const FTRACE_SITE_LEN: usize = <Arch as Entries>::FTRACE_SITE_LEN;
+pub(crate) const FTRACE_PRE_IP_OFFSET: usize = <Arch as Entries>::FTRACE_PRE_IP_OFFSET;
+pub(crate) const FTRACE_GUARD: usize = <Arch as Entries>::FTRACE_GUARD;
+pub(crate) const OPT_SUPPORTED: bool = <Arch as Jumps>::OPT_SUPPORTED;
+pub(crate) const OPT_MAX_SPAN: usize = <Arch as Jumps>::OPT_MAX_SPAN;
+pub(crate) const BLACKLIST_FUNCS: &[(&CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_FUNCS;
+pub(crate) const BLACKLIST_SECTIONS: &[(&CStr, &CStr, &CStr)] =
+    <Arch as Refusals>::BLACKLIST_SECTIONS;
+pub(crate) const BLACKLIST_SPANS: &[(&CStr, &CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_SPANS;
+pub(crate) const TRAP_ROOTS: &[&CStr] = <Arch as Refusals>::TRAP_ROOTS;
