@@ -180,6 +180,8 @@ struct kp_stats {
 				 * (0 on a quiet machine) */
 	unsigned long oops_resets; /* oopses inside a probe hit after which the
 				 * engine reset that CPU's hit state */
+	unsigned long kretprobe_via_graph; /* kretprobe entries that found the
+				 * return hijacked by the function graph tracer */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):

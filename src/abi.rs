@@ -201,4 +201,8 @@ pub struct KpStats {
     /// Oopses inside a probe hit after which the engine reset that CPU's
     /// hit state, since the engine loaded.
     pub oops_resets: c_ulong,
+    /// Kretprobe entries that found the return already hijacked by the
+    /// function graph tracer (the real caller taken from its shadow stack),
+    /// since the engine loaded.
+    pub kretprobe_via_graph: c_ulong,
 }

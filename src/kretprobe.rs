@@ -130,6 +130,10 @@ impl Pool {
     }
 }
 
+/// Entries whose return the function graph tracer had hijacked first
+/// (debugfs `stats`: `kretprobe_via_graph`).
+pub(crate) static VIA_GRAPH: AtomicUsize = AtomicUsize::new(0);
+
 /// Which instance each stub slot belongs to (indexed by slot index).
 static STUBS: [AtomicPtr<Instance>; arch::NSLOTS] =
     [const { AtomicPtr::new(null_mut()) }; arch::NSLOTS];
@@ -539,6 +543,9 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     let ret = arch::Arch::kret_return_address(regs);
     let real = crate::symbols::graph_return_address(ret, arch::Arch::kret_graph_retp(regs));
     inst.via_graph = real.is_some();
+    if inst.via_graph {
+        VIA_GRAPH.fetch_add(1, Ordering::Relaxed);
+    }
     inst.header.ret_addr = real.unwrap_or(ret);
     let release = |inst: &Instance| inst.state.store(FREE, Ordering::Release);
     // SAFETY: `rp` is live.

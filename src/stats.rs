@@ -37,6 +37,8 @@ pub(crate) fn get() -> KpStats {
         kretprobe_inflight: inflight as _,
         hits_in_progress: crate::percpu::hits_in_progress() as _,
         oops_resets: crate::hit::OOPS_RESETS.load(core::sync::atomic::Ordering::Relaxed) as _,
+        kretprobe_via_graph: crate::kretprobe::VIA_GRAPH
+            .load(core::sync::atomic::Ordering::Relaxed) as _,
     }
 }
 
@@ -53,7 +55,8 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "ftrace_parked {}", s.ftrace_parked)?;
     writeln!(w, "kretprobe_inflight {}", s.kretprobe_inflight)?;
     writeln!(w, "hits_in_progress {}", s.hits_in_progress)?;
-    writeln!(w, "oops_resets {}", s.oops_resets)
+    writeln!(w, "oops_resets {}", s.oops_resets)?;
+    writeln!(w, "kretprobe_via_graph {}", s.kretprobe_via_graph)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.
