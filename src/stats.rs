@@ -37,8 +37,8 @@ pub(crate) fn get() -> KpStats {
         kretprobe_inflight: inflight as _,
         hits_in_progress: crate::percpu::hits_in_progress() as _,
         oops_resets: crate::hit::OOPS_RESETS.load(core::sync::atomic::Ordering::Relaxed) as _,
-        kretprobe_via_graph: crate::kretprobe::VIA_GRAPH
-            .load(core::sync::atomic::Ordering::Relaxed) as _,
+        kretprobe_via_graph: crate::kretprobe::VIA_GRAPH.load(core::sync::atomic::Ordering::Relaxed)
+            as _,
     }
 }
 
