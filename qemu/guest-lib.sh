@@ -341,8 +341,16 @@ run_oops() {
 	check oops-witness-before oops_witness
 	echo "KP-OOPS-BEGIN" >/dev/kmsg
 	echo "KP-OOPS-MARK begin" >/dev/kmsg
-	cases="pre post entry ret body"
-	[ "$ARCH" = x86_64 ] && cases="$cases opt"
+	# arm64: only the function's own oops. A handler's oops there happens
+	# with DAIF masked (the BRK debug exception, the return trampoline),
+	# which the kernel's make_task_dead() does not undo when it masks
+	# interrupts by priority (pseudo-NMIs, on in this guest): the CPU can
+	# end up deaf to interrupts once it runs the idle task (an RCU stall,
+	# seen in one run of five). docs/status.md, Known limits.
+	case $ARCH in
+	x86_64) cases="pre post entry ret body opt" ;;
+	*) cases="body" ;;
+	esac
 	for c in $cases; do
 		check oops-$c-oopses oops_case $c
 		check oops-$c-recovered oops_witness
@@ -351,8 +359,8 @@ run_oops() {
 	echo "KP-OOPS-END" >/dev/kmsg
 	# Every case but body reset a hit state; body oopses outside any hit.
 	r=$(sed -n 's/^oops_resets //p' $KP/stats)
-	n=$(echo $cases | wc -w)
-	check oops-resets-counted [ "$r" = $((n - 1)) ]
+	n=$(echo $cases | grep -o '[a-z]*' | grep -vc '^body$')
+	check oops-resets-counted [ "$r" = "$n" ]
 	check oops-rmmod rmmod kp_oops
 	# No hijacked return of a dead task holds the engine.
 	check oops-engine-unpinned grep -qx "$refs" /sys/module/kprobes/refcnt
