@@ -25,3 +25,13 @@ kdir_for() {
 	h=$( (echo "recipe $KBUILD_RECIPE"; cat $(configs_for "$1")) | sha256sum | cut -c1-12)
 	echo "$KP_CACHE/build-$1-$KVER-$h"
 }
+
+# bindgen (the kernel's Rust bindings) loads the newest libclang installed
+# unless told otherwise, and the kernel's build refuses a libclang whose
+# version differs from the clang that builds it: name the matching one.
+llvm_env() {
+	local v
+	v=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+	[ -z "$v" ] || export LIBCLANG_PATH=/usr/lib/llvm-$v/lib
+}
+llvm_env
