@@ -87,6 +87,11 @@ const char *kp_blacklisted(unsigned long addr);
  * last (the list of /sys/kernel/debug/kp/blacklist). */
 const char *kp_blacklist_range(unsigned long idx, unsigned long *start,
 			       unsigned long *end);
+/* The idx-th kernel function the engine resolved by name and calls through
+ * a pointer (NULL past the last), and in *call the address it calls: the
+ * function, or on IBT kernels a gate "endbr64; jmp <function>" (the kernel
+ * seals functions vmlinux never calls through a pointer). For tests. */
+const char *kp_resolved_call(unsigned long idx, unsigned long *call);
 
 /* ---- return probes ---- */
 

@@ -34,9 +34,14 @@ pub const KP_FLAG_REGISTERED: c_uint = 16;
 /// Words of engine-private state in `struct kp_kprobe`.
 pub const KP_PRIVATE_WORDS: usize = 3;
 
-/// `struct kp_kprobe`.
+/// `struct kp_kprobe`, under its C name: kCFI's type hash of a handler
+/// (`int (struct kp_kprobe *, struct pt_regs *)`) names the structs its
+/// pointers point to, and rustc names a `#[repr(C)]` struct by its own
+/// name there (for cross-language CFI), so the Rust and C handler types
+/// agree only when the names do. The same for the structs below.
 #[repr(C)]
-pub struct KpKprobe {
+#[allow(non_camel_case_types)]
+pub struct kp_kprobe {
     /// In: the address to probe, or null to use `symbol_name` + `offset`.
     /// Out: the address actually probed.
     pub addr: *mut c_void,
@@ -61,9 +66,13 @@ pub struct KpKprobe {
     pub kp_private: [c_ulong; KP_PRIVATE_WORDS],
 }
 
+/// `struct kp_kprobe`.
+pub type KpKprobe = kp_kprobe;
+
 /// `struct kp_kretprobe_instance` (the part clients see; `data` follows).
 #[repr(C)]
-pub struct KpKretprobeInstance {
+#[allow(non_camel_case_types)]
+pub struct kp_kretprobe_instance {
     /// The kretprobe.
     pub rp: *mut KpKretprobe,
     /// The real return address of this call.
@@ -80,12 +89,16 @@ impl KpKretprobeInstance {
     }
 }
 
+/// `struct kp_kretprobe_instance`.
+pub type KpKretprobeInstance = kp_kretprobe_instance;
+
 /// `kp_kretprobe_handler_t`.
 pub type KretHandler = unsafe extern "C" fn(*mut KpKretprobeInstance, *mut pt_regs) -> c_int;
 
 /// `struct kp_kretprobe`.
 #[repr(C)]
-pub struct KpKretprobe {
+#[allow(non_camel_case_types)]
+pub struct kp_kretprobe {
     /// Where to probe (a function entry); its handlers belong to the engine.
     pub kp: KpKprobe,
     /// Runs when the function returns.
@@ -101,6 +114,9 @@ pub struct KpKretprobe {
     /// Engine-private; null before registration.
     pub kp_private: *mut c_void,
 }
+
+/// `struct kp_kretprobe`.
+pub type KpKretprobe = kp_kretprobe;
 
 impl KpKretprobe {
     /// An empty return probe description.

@@ -120,6 +120,10 @@ extern "C" {
         start: *mut usize,
         end: *mut usize,
     ) -> *const core::ffi::c_char;
+    /// `kp_resolved_call()`: the `idx`-th kernel function the engine
+    /// resolved by name and calls (NULL past the last), and in `*call` the
+    /// address it calls (the function, or a gate that jumps there).
+    pub fn kp_resolved_call(idx: usize, call: *mut usize) -> *const core::ffi::c_char;
     /// Re-enables a disabled probe.
     pub fn kp_enable_kprobe(p: *mut KpKprobe) -> c_int;
     /// The address of a symbol (0 if unknown), and its size.

@@ -58,6 +58,14 @@ pub(crate) trait Insns {
     /// Puts the original back over the engine's breakpoint (`-EBUSY` when
     /// someone else's patch is on top of it).
     fn disarm(addr: usize, insn: &Self::Insn) -> Result;
+    /// The address through which the engine calls the kernel function at
+    /// `target`, one it resolved by name (src/kfuncs.c makes the calls):
+    /// the function itself where an indirect call may land on it, or a
+    /// gate in the engine's text that jumps there where the kernel may
+    /// have sealed it (x86_64 IBT). Process context, at load.
+    fn call_gate(target: usize) -> Result<usize> {
+        Ok(target)
+    }
 }
 
 /// Running a prepared instruction at a hit.

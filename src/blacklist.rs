@@ -54,8 +54,14 @@ use crate::arch::{Refusals, Steps};
 use crate::symbols;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::c_str;
+use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::str::CStr;
+
+extern "C" {
+    /// src/helpers.c: the callbacks of an atomic notifier chain.
+    fn kp_helper_notifier_callbacks(head: *mut c_void, out: *mut usize, max: u32) -> u32;
+}
 
 /// Reason: on the engine's own trap path (arch `BLACKLIST_FUNCS`).
 pub(crate) const TRAP: &CStr = c_str!("engine trap path");
@@ -347,6 +353,35 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
         seen.push(b.start, GFP_KERNEL)?;
         queue.push((b.start, b.start.saturating_add(b.size), 0), GFP_KERNEL)?;
     }
+    // The die chain's callbacks: `notify_die()` calls each through a
+    // pointer on every kernel breakpoint, the highest priority first (the
+    // hardware-breakpoint code's, `hw_breakpoint_exceptions_notify`, runs
+    // before the engine's): a breakpoint in one of them is hit again before
+    // the engine sees the first. Direct-call decoding cannot find them.
+    // Read at load: a die notifier registered later is not covered.
+    let mut cbs = [0usize; 32];
+    let n = match symbols::lookup_name(c_str!("die_chain")) {
+        // SAFETY: `die_chain` is the kernel's `struct atomic_notifier_head`;
+        // `cbs` has room for the count given.
+        Some(h) => {
+            (unsafe {
+                kp_helper_notifier_callbacks(h as *mut c_void, cbs.as_mut_ptr(), cbs.len() as u32)
+            }) as usize
+        }
+        None => 0,
+    };
+    for &cb in cbs.iter().take(n) {
+        let Some(s) = symbols::symbol_at(cb) else {
+            continue;
+        };
+        if seen.contains(&s.start) {
+            continue;
+        }
+        let end = s.start.saturating_add(s.size);
+        seen.push(s.start, GFP_KERNEL)?;
+        queue.push((s.start, end, 0), GFP_KERNEL)?;
+        add(v, s.start, end, TRAP)?;
+    }
     let roots = seen.len();
     let mut added = 0usize;
     let mut i = 0;
@@ -436,6 +471,23 @@ fn ranges() -> &'static [Range] {
     unsafe { (*p).as_slice() }
 }
 
+/// Whether `addr` is in a `__cfi_` or `__pfx_` symbol: the padding and the
+/// kCFI type hash the compiler puts before a function (CALL_PADDING,
+/// CFI_CLANG). The kernel's kprobes refuse them (`is_cfi_preamble_symbol()`):
+/// a breakpoint or a jump there corrupts the hash every indirect call to the
+/// function checks. Such symbols are a few words long: only short symbols
+/// are looked up by name.
+fn in_preamble(addr: usize) -> bool {
+    match symbols::bounds(addr) {
+        Some(b) if b.size <= 64 => {}
+        _ => return false,
+    }
+    symbols::symbol_at(addr).is_some_and(|s| {
+        let n = s.name();
+        n.starts_with(b"__cfi_") || n.starts_with(b"__pfx_")
+    })
+}
+
 /// Why `addr` must not be probed, if it must not.
 pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
     if crate::is_engine_address(addr) {
@@ -445,6 +497,11 @@ pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
         .iter()
         .find(|r| (r.start..r.end).contains(&addr))
         .map(|r| r.reason)
+        .or_else(|| {
+            in_preamble(addr).then_some(c_str!(
+                "a function's padding or kCFI preamble (__pfx_/__cfi_), not code"
+            ))
+        })
         .or_else(|| {
             // A module's own list, read at each check: modules come and go.
             symbols::in_module_text(addr)

@@ -51,6 +51,7 @@ pub use registry::{
     kp_unregister_kprobe, kp_unregister_kprobes,
 };
 pub use stats::kp_get_stats;
+pub use symbols::kp_resolved_call;
 
 module! {
     type: KprobesEngine,

@@ -34,6 +34,7 @@ EXPORT_SYMBOL_GPL(kp_enable_kprobe);
 EXPORT_SYMBOL_GPL(kp_disable_kprobe);
 EXPORT_SYMBOL_GPL(kp_blacklisted);
 EXPORT_SYMBOL_GPL(kp_blacklist_range);
+EXPORT_SYMBOL_GPL(kp_resolved_call);
 EXPORT_SYMBOL_GPL(kp_register_kretprobe);
 EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
@@ -234,13 +235,12 @@ bool kp_helper_within_this_module(unsigned long addr)
 const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
 					 unsigned long fstart)
 {
-	struct module *(*fn)(unsigned long) = module_text_address_fn;
 	const char *why = NULL;
 	struct module *mod;
 	unsigned long s;
 
 	preempt_disable();
-	mod = fn(addr);
+	mod = kp_call_module_text_address(module_text_address_fn, addr);
 	if (mod) {
 		s = (unsigned long)mod->noinstr_text_start;
 		if (addr >= s && addr < s + mod->noinstr_text_size)
@@ -269,12 +269,11 @@ const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned 
  */
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 {
-	struct module *(*fn)(unsigned long) = module_text_address_fn;
 	struct module *mod;
 	bool ret;
 
 	preempt_disable();
-	mod = fn(addr);
+	mod = kp_call_module_text_address(module_text_address_fn, addr);
 	/*
 	 * Not a module on its way out (its GOING notifier may have run), and
 	 * not init text, which is freed once the module is live.
@@ -283,6 +282,25 @@ bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 	      !within_module_init(addr, mod);
 	preempt_enable();
 	return ret;
+}
+
+/*
+ * The callbacks of an atomic notifier chain, up to max, read under RCU as
+ * notifier_call_chain() reads it: the kernel's die_chain (static in
+ * kernel/notifier.c, resolved by name), whose callbacks notify_die() calls
+ * on every kernel breakpoint (src/blacklist.rs).
+ */
+unsigned int kp_helper_notifier_callbacks(void *head, unsigned long *out, unsigned int max)
+{
+	struct atomic_notifier_head *nh = head;
+	struct notifier_block *nb;
+	unsigned int n = 0;
+
+	rcu_read_lock();
+	for (nb = rcu_dereference(nh->head); nb && n < max; nb = rcu_dereference(nb->next))
+		out[n++] = (unsigned long)nb->notifier_call;
+	rcu_read_unlock();
+	return n;
 }
 
 /* ---- module notifier: Rust sees (event, module) ---- */

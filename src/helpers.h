@@ -12,8 +12,33 @@
 
 struct page;
 struct pt_regs;
+struct module;
+struct cpumask;
+
+/*
+ * src/kfuncs.c: calls into the unexported kernel functions src/symbols.rs
+ * resolves, each at the address (function or gate) passed first.
+ */
+unsigned long kp_call_kallsyms_lookup_name(void *fn, const char *name);
+int kp_call_kallsyms_lookup_size_offset(void *fn, unsigned long addr, unsigned long *size,
+					unsigned long *offset);
+int kp_call_kallsyms_on_each_symbol(void *fn, void *data);
+int kp_call_kallsyms_on_each_match_symbol(void *fn, const char *name, void *data);
+bool kp_call_search_exception_tables(void *fn, unsigned long addr, unsigned long *fixup);
+unsigned long kp_call_ftrace_location_range(void *fn, unsigned long start, unsigned long end);
+struct module *kp_call_module_text_address(void *fn, unsigned long addr);
+int kp_call_text_reserved(void *fn, unsigned int which, void *lock, void *unlock, void *start,
+			  void *end);
+unsigned long kp_call_ftrace_graph_ret_addr(void *fn, unsigned long ret, unsigned long *retp);
+void kp_call_tracing_reset_all_online_cpus(void *fn);
+int kp_call_stop_machine_cpuslocked(void *fn, int (*cb)(void *), void *data,
+				    const struct cpumask *cpus);
+/* src/symbols.rs: one step of a kallsyms walk. */
+int kp_symbols_each(void *data, const char *name, unsigned long addr);
+int kp_symbols_each_match(void *data, unsigned long addr);
 
 /* src/helpers.c */
+unsigned int kp_helper_notifier_callbacks(void *head, unsigned long *out, unsigned int max);
 void kp_helper_reg_lock(void);
 int kp_helper_point_cache_init(size_t size, size_t align);
 void kp_helper_point_cache_exit(void);

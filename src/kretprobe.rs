@@ -575,8 +575,16 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
 
 /// The arch trampoline's callback: the function whose return went to stub
 /// `index` returned with `regs`. Runs the handler (if the kretprobe is still
-/// registered) and returns the real return address. Interrupts are off.
-pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
+/// registered) and returns where the return goes. Before the handler runs,
+/// `publish` gets that address, for the arch to put where an unwinder
+/// looks for the trampoline's return address: a stack trace taken from the
+/// handler (or from an interrupt on top of it) then walks on to the real
+/// caller. Interrupts are off.
+pub(crate) fn on_return(
+    index: usize,
+    regs: &mut bindings::pt_regs,
+    publish: impl FnOnce(usize),
+) -> usize {
     let inst = STUBS
         .get(index)
         .map_or(null_mut(), |s| s.load(Ordering::Acquire));
@@ -597,6 +605,7 @@ pub(crate) fn on_return(index: usize, regs: &mut bindings::pt_regs) -> usize {
     } else {
         inst.header.ret_addr
     };
+    publish(ret);
     arch::regs::set_ip(regs, inst.header.ret_addr);
     let rp = pool.rp.load(Ordering::Acquire);
     if !rp.is_null() {

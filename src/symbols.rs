@@ -12,9 +12,9 @@
 //! be the other way, but that file has no `read_iter`, so `kernel_read()` fails.
 
 use crate::ksym::{parse_sprint_symbol, SymInfo};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use kernel::bindings;
-use kernel::ffi::{c_char, c_ulong};
+use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use kernel::{c_str, prelude::*, str::CStr};
 
 /// `KSYM_SYMBOL_LEN` rounded up: room for `name+off/size [module buildid]`.
@@ -23,7 +23,100 @@ const SYM_BUF: usize = 1024;
 /// How many symbols the backward walk may step over before giving up.
 const MAX_WALK: usize = 256;
 
-type LookupNameFn = unsafe extern "C" fn(*const c_char) -> c_ulong;
+// The calls into what `init` resolves, made in C with the types the
+// kernel's headers declare (src/kfuncs.c says why: kCFI, sealed functions
+// under IBT). Each takes the address to call first: the function, or the
+// arch's gate to it ([`gate`]).
+extern "C" {
+    fn kp_call_kallsyms_lookup_name(f: usize, name: *const c_char) -> c_ulong;
+    fn kp_call_kallsyms_lookup_size_offset(
+        f: usize,
+        addr: usize,
+        size: *mut c_ulong,
+        offset: *mut c_ulong,
+    ) -> c_int;
+    fn kp_call_kallsyms_on_each_symbol(f: usize, data: *mut c_void) -> c_int;
+    fn kp_call_kallsyms_on_each_match_symbol(
+        f: usize,
+        name: *const c_char,
+        data: *mut c_void,
+    ) -> c_int;
+    fn kp_call_search_exception_tables(f: usize, addr: usize, fixup: *mut usize) -> bool;
+    fn kp_call_ftrace_location_range(f: usize, start: usize, end: usize) -> c_ulong;
+    fn kp_call_text_reserved(
+        f: usize,
+        which: c_uint,
+        lock: usize,
+        unlock: usize,
+        start: usize,
+        end: usize,
+    ) -> c_int;
+    fn kp_call_ftrace_graph_ret_addr(f: usize, ret: usize, retp: *mut c_ulong) -> c_ulong;
+}
+
+/// The address through which the engine calls the kernel function at
+/// `addr`: the function itself, or where the arch needs one (x86_64 with
+/// IBT, whose kernel seals functions vmlinux never calls through a
+/// pointer) a gate in the engine's text that jumps there. 0 stays 0.
+fn gate(addr: usize) -> usize {
+    if addr == 0 {
+        return 0;
+    }
+    match <crate::arch::Arch as crate::arch::Insns>::call_gate(addr) {
+        Ok(g) => g,
+        Err(_) => {
+            pr_err!("no call gate for {:#x}\n", addr);
+            0
+        }
+    }
+}
+
+/// Resolves a function the engine calls, and gives the address to call it
+/// through (see [`gate`]); `None` when the kernel has no such function.
+/// Process context, at load.
+pub(crate) fn lookup_function(name: &'static CStr) -> Option<usize> {
+    let g = gate(lookup_name(name)?);
+    record_call(name, g);
+    (g != 0).then_some(g)
+}
+
+/// Every function [`lookup_function`] resolved: its name and the address
+/// the engine calls (for `kp_resolved_call()`). Written at load only.
+static CALLS: [(AtomicPtr<c_char>, AtomicUsize); 24] =
+    [const { (AtomicPtr::new(core::ptr::null_mut()), AtomicUsize::new(0)) }; 24];
+
+fn record_call(name: &'static CStr, call: usize) {
+    if let Some((n, c)) = CALLS
+        .iter()
+        .find(|(n, _)| n.load(Ordering::Acquire).is_null())
+    {
+        c.store(call, Ordering::Relaxed);
+        n.store(name.as_char_ptr().cast_mut(), Ordering::Release);
+    }
+}
+
+/// `kp_resolved_call()`: the `idx`-th kernel function the engine resolved
+/// by name and calls through a pointer: its name (a static NUL-terminated
+/// string, NULL past the last) and, in `*call`, the address the engine
+/// calls it through (the function, or its gate; 0 if no gate could be
+/// made). For tests: on an IBT kernel every such address must hold an
+/// ENDBR, as the kernel seals functions it never calls through pointers.
+///
+/// # Safety
+///
+/// `call` is valid for a write (or null).
+#[no_mangle]
+pub unsafe extern "C" fn kp_resolved_call(idx: usize, call: *mut usize) -> *const c_char {
+    let Some((n, c)) = CALLS.get(idx) else {
+        return core::ptr::null();
+    };
+    let name = n.load(Ordering::Acquire);
+    if !name.is_null() && !call.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *call = c.load(Ordering::Relaxed) };
+    }
+    name
+}
 
 static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
@@ -34,39 +127,27 @@ static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
 static GRAPH_RET_ADDR: AtomicUsize = AtomicUsize::new(0);
 static RETURN_TO_HANDLER: AtomicUsize = AtomicUsize::new(0);
 
-/// The lock a reserved-text check must run under, as the kernel's kprobes
-/// take it (`check_kprobe_address_safe()`, `prepare_kprobe()`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CheckLock {
-    /// The check locks what it needs itself.
-    None,
-    /// `jump_label_lock()`.
-    JumpLabel,
-    /// `text_mutex` (`alternatives_text_reserved()` asserts it).
-    Text,
-}
-
 /// Text other kernel code rewrites at run time: a probe there would be
 /// overwritten, or would make that code find unexpected bytes and BUG().
 /// Each is `int f(void *start, void *end)` (non-zero: reserved), resolved
-/// when the kernel has it (they depend on the configuration).
-const RESERVED_CHECKS: [(&str, &CStr, CheckLock); 3] = [
-    (
-        JUMP_LABEL_SITE,
-        kernel::c_str!("jump_label_text_reserved"),
-        CheckLock::JumpLabel,
-    ),
+/// when the kernel has it (they depend on the configuration), and called
+/// under the lock the kernel's kprobes take for it
+/// (`check_kprobe_address_safe()`, `prepare_kprobe()`): `jump_label_lock()`
+/// (src/kfuncs.c takes it), none, `text_mutex` (`alternatives_text_reserved()`
+/// asserts it). The index is `kp_call_text_reserved()`'s `which`.
+const RESERVED_CHECKS: [(&str, &CStr); 3] = [
+    (JUMP_LABEL_SITE, kernel::c_str!("jump_label_text_reserved")),
     (
         "a static-call site",
         kernel::c_str!("static_call_text_reserved"),
-        CheckLock::None,
     ),
     (
         "an alternatives/SMP-lock site",
         kernel::c_str!("alternatives_text_reserved"),
-        CheckLock::Text,
     ),
 ];
+/// The index of the check that wants `text_mutex` held.
+const RESERVED_TEXT_LOCKED: usize = 2;
 /// What [`reserved_by`] says of a jump-label site (checked first).
 pub(crate) const JUMP_LABEL_SITE: &str = "a jump-label site";
 /// `jump_label_lock`, `jump_label_unlock`, `text_mutex`: not exported;
@@ -132,8 +213,7 @@ pub(crate) struct Bounds {
     pub(crate) size: usize,
 }
 
-/// `int kallsyms_lookup_size_offset(unsigned long, unsigned long *,
-/// unsigned long *)`: not exported; resolved at load.
+/// `kallsyms_lookup_size_offset()`: not exported; resolved at load.
 static LOOKUP_SIZE_OFFSET: AtomicUsize = AtomicUsize::new(0);
 
 /// The bounds of the symbol that contains `addr`: what registration needs,
@@ -148,13 +228,9 @@ pub(crate) fn bounds(addr: usize) -> Option<Bounds> {
         });
     }
     let (mut size, mut offset): (c_ulong, c_ulong) = (0, 0);
-    // SAFETY: `f` is `kallsyms_lookup_size_offset`, resolved in `init`, with
-    // the C signature given above; any address is a valid argument.
-    let found = unsafe {
-        let f: unsafe extern "C" fn(c_ulong, *mut c_ulong, *mut c_ulong) -> kernel::ffi::c_int =
-            core::mem::transmute(f);
-        f(addr as c_ulong, &mut size, &mut offset)
-    };
+    // SAFETY: `f` is `kallsyms_lookup_size_offset` (or its gate), resolved
+    // in `init`; any address is a valid argument.
+    let found = unsafe { kp_call_kallsyms_lookup_size_offset(f, addr, &mut size, &mut offset) };
     if found == 0 {
         return None;
     }
@@ -219,7 +295,11 @@ pub(crate) fn init() -> Result {
         pr_err!("cannot locate kallsyms_lookup_name near sprint_symbol\n");
         return Err(ENOENT);
     };
-    LOOKUP_NAME.store(f, Ordering::Release);
+    LOOKUP_NAME.store(gate(f), Ordering::Release);
+    record_call(
+        c_str!("kallsyms_lookup_name"),
+        LOOKUP_NAME.load(Ordering::Relaxed),
+    );
     // Cross-check the walk before trusting it.
     if lookup_name(c_str!("sprint_symbol")) != Some(bindings::sprint_symbol as *const () as usize) {
         pr_err!("kallsyms_lookup_name at {:#x} gives wrong results\n", f);
@@ -231,50 +311,53 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     // Not exported either; used to tell module text from module data.
-    let Some(m) = lookup_name(c_str!("__module_text_address")) else {
+    let Some(m) = lookup_function(c_str!("__module_text_address")) else {
         pr_err!("cannot resolve __module_text_address\n");
         return Err(ENOENT);
     };
     MODULE_TEXT_ADDRESS.store(m, Ordering::Release);
     // Not exported; used once at load to enumerate the blacklist.
-    let Some(each) = lookup_name(c_str!("kallsyms_on_each_symbol")) else {
+    let Some(each) = lookup_function(c_str!("kallsyms_on_each_symbol")) else {
         pr_err!("cannot resolve kallsyms_on_each_symbol\n");
         return Err(ENOENT);
     };
     ON_EACH_SYMBOL.store(each, Ordering::Release);
-    let Some(each) = lookup_name(c_str!("kallsyms_on_each_match_symbol")) else {
+    let Some(each) = lookup_function(c_str!("kallsyms_on_each_match_symbol")) else {
         pr_err!("cannot resolve kallsyms_on_each_match_symbol\n");
         return Err(ENOENT);
     };
     ON_EACH_MATCH.store(each, Ordering::Release);
     // Not exported; tells instructions with an exception-table fixup.
-    let Some(search) = lookup_name(c_str!("search_exception_tables")) else {
+    let Some(search) = lookup_function(c_str!("search_exception_tables")) else {
         pr_err!("cannot resolve search_exception_tables\n");
         return Err(ENOENT);
     };
     SEARCH_EXTABLES.store(search, Ordering::Release);
-    for (slot, (_, name, _)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
-        slot.store(lookup_name(name).unwrap_or(0), Ordering::Release);
+    for (slot, (_, name)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+        slot.store(lookup_function(name).unwrap_or(0), Ordering::Release);
     }
     for (slot, name) in [
         (&JUMP_LABEL_LOCK, c_str!("jump_label_lock")),
         (&JUMP_LABEL_UNLOCK, c_str!("jump_label_unlock")),
-        (&TEXT_MUTEX, c_str!("text_mutex")),
     ] {
-        slot.store(lookup_name(name).unwrap_or(0), Ordering::Release);
+        slot.store(lookup_function(name).unwrap_or(0), Ordering::Release);
     }
+    TEXT_MUTEX.store(
+        lookup_name(c_str!("text_mutex")).unwrap_or(0),
+        Ordering::Release,
+    );
     FTRACE_LOCATION_RANGE.store(
-        lookup_name(c_str!("ftrace_location_range")).unwrap_or(0),
+        lookup_function(c_str!("ftrace_location_range")).unwrap_or(0),
         Ordering::Release,
     );
     LOOKUP_SIZE_OFFSET.store(
-        lookup_name(c_str!("kallsyms_lookup_size_offset")).unwrap_or(0),
+        lookup_function(c_str!("kallsyms_lookup_size_offset")).unwrap_or(0),
         Ordering::Release,
     );
     // Not exported; a kretprobe entry after the function graph tracer's
     // finds its return address replaced by `return_to_handler`.
     if let (Some(f), Some(r)) = (
-        lookup_name(c_str!("ftrace_graph_ret_addr")),
+        lookup_function(c_str!("ftrace_graph_ret_addr")),
         lookup_name(c_str!("return_to_handler")),
     ) {
         GRAPH_RET_ADDR.store(f, Ordering::Release);
@@ -295,12 +378,9 @@ pub(crate) fn lookup_name(name: &CStr) -> Option<usize> {
     if f == 0 {
         return None;
     }
-    // SAFETY: `f` was verified in `init` to be `kallsyms_lookup_name`, whose C
-    // signature is `unsigned long (const char *)`; `name` is NUL-terminated.
-    let addr = unsafe {
-        let lookup: LookupNameFn = core::mem::transmute(f);
-        lookup(name.as_char_ptr())
-    };
+    // SAFETY: `f` was verified in `init` to be `kallsyms_lookup_name` (or
+    // its gate); `name` is NUL-terminated.
+    let addr = unsafe { kp_call_kallsyms_lookup_name(f, name.as_char_ptr()) };
     (addr != 0).then_some(addr as usize)
 }
 
@@ -340,74 +420,78 @@ pub(crate) fn module_blacklisted(addr: usize, fstart: usize) -> Option<&'static 
     (!why.is_null()).then(|| unsafe { CStr::from_char_ptr(why) })
 }
 
-type EachSymbolFn = unsafe extern "C" fn(
-    unsafe extern "C" fn(*mut kernel::ffi::c_void, *const c_char, c_ulong) -> kernel::ffi::c_int,
-    *mut kernel::ffi::c_void,
-) -> kernel::ffi::c_int;
+/// The closure behind one walk of [`for_each_symbol`].
+type EachSymbol<'a> = &'a mut dyn FnMut(&[u8], usize) -> bool;
+/// The closure behind one walk of [`for_each_match`].
+type EachMatch<'a> = &'a mut dyn FnMut(usize);
+
+/// One step of [`for_each_symbol`]'s walk, called by `kallsyms_on_each_symbol`
+/// through src/kfuncs.c.
+///
+/// # Safety
+///
+/// `data` is the [`EachSymbol`] the walk was started with; `name` is a
+/// NUL-terminated symbol name.
+#[no_mangle]
+unsafe extern "C" fn kp_symbols_each(
+    data: *mut c_void,
+    name: *const c_char,
+    addr: c_ulong,
+) -> c_int {
+    // SAFETY: the function's contract.
+    let (f, name) = unsafe {
+        (
+            &mut *data.cast::<EachSymbol<'_>>(),
+            CStr::from_char_ptr(name),
+        )
+    };
+    // A non-zero return stops the walk.
+    c_int::from(!f(name.as_bytes(), addr))
+}
+
+/// One step of [`for_each_match`]'s walk.
+///
+/// # Safety
+///
+/// `data` is the [`EachMatch`] the walk was started with.
+#[no_mangle]
+unsafe extern "C" fn kp_symbols_each_match(data: *mut c_void, addr: c_ulong) -> c_int {
+    // SAFETY: the function's contract.
+    unsafe { (*data.cast::<EachMatch<'_>>())(addr) };
+    0
+}
 
 /// Calls `f(name, address)` for every vmlinux symbol until it returns false.
 /// Process context (it may sleep between symbols).
 pub(crate) fn for_each_symbol<F: FnMut(&[u8], usize) -> bool>(mut f: F) {
-    /// # Safety
-    ///
-    /// Called by kallsyms with the `F` below as `data`.
-    unsafe extern "C" fn tramp<F: FnMut(&[u8], usize) -> bool>(
-        data: *mut kernel::ffi::c_void,
-        name: *const c_char,
-        addr: c_ulong,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: `data` is the `F` passed below, alive for the whole walk;
-        // `name` is a NUL-terminated symbol name.
-        let (f, name) = unsafe { (&mut *data.cast::<F>(), CStr::from_char_ptr(name)) };
-        // A non-zero return stops the walk.
-        kernel::ffi::c_int::from(!f(name.as_bytes(), addr))
-    }
     let each = ON_EACH_SYMBOL.load(Ordering::Acquire);
     if each == 0 {
         return;
     }
-    // SAFETY: `each` is `kallsyms_on_each_symbol` (resolved in `init`) with
-    // this C signature; the callback and its data match.
-    unsafe {
-        let each: EachSymbolFn = core::mem::transmute(each);
-        each(tramp::<F>, &mut f as *mut F as *mut kernel::ffi::c_void);
-    }
+    let mut walk: EachSymbol<'_> = &mut f;
+    // SAFETY: `each` is `kallsyms_on_each_symbol` (or its gate), resolved
+    // in `init`; `walk` outlives the call, as `kp_symbols_each` wants.
+    unsafe { kp_call_kallsyms_on_each_symbol(each, (&mut walk as *mut EachSymbol<'_>).cast()) };
 }
-
-type EachMatchFn = unsafe extern "C" fn(
-    unsafe extern "C" fn(*mut kernel::ffi::c_void, c_ulong) -> kernel::ffi::c_int,
-    *const c_char,
-    *mut kernel::ffi::c_void,
-) -> kernel::ffi::c_int;
 
 /// Calls `f(address)` for every vmlinux symbol named `name` (static
 /// functions may share a name). Process context.
 pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
-    /// # Safety
-    ///
-    /// Called by kallsyms with the `F` below as `data`.
-    unsafe extern "C" fn tramp<F: FnMut(usize)>(
-        data: *mut kernel::ffi::c_void,
-        addr: c_ulong,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: `data` is the `F` passed below, alive for the whole walk.
-        unsafe { (*data.cast::<F>())(addr) };
-        0
-    }
     let each = ON_EACH_MATCH.load(Ordering::Acquire);
     if each == 0 {
         return;
     }
-    // SAFETY: `each` is `kallsyms_on_each_match_symbol` (resolved in `init`)
-    // with this C signature; `name` is NUL-terminated.
+    let mut walk: EachMatch<'_> = &mut f;
+    // SAFETY: `each` is `kallsyms_on_each_match_symbol` (or its gate),
+    // resolved in `init`; `name` is NUL-terminated; `walk` outlives the
+    // call, as `kp_symbols_each_match` wants.
     unsafe {
-        let each: EachMatchFn = core::mem::transmute(each);
-        each(
-            tramp::<F>,
+        kp_call_kallsyms_on_each_match_symbol(
+            each,
             name.as_char_ptr(),
-            &mut f as *mut F as *mut kernel::ffi::c_void,
-        );
-    }
+            (&mut walk as *mut EachMatch<'_>).cast(),
+        )
+    };
 }
 
 /// `return_to_handler`, the function graph tracer's return hook (0 without
@@ -428,25 +512,13 @@ pub(crate) fn graph_return_address(ret: usize, retp: usize) -> Option<usize> {
         return None;
     }
     let f = GRAPH_RET_ADDR.load(Ordering::Acquire);
-    let mut idx: kernel::ffi::c_int = 0;
-    // SAFETY: `f` is `ftrace_graph_ret_addr`, resolved with
-    // `return_to_handler` in `init`, with the C signature `unsigned long
-    // (struct task_struct *, int *, unsigned long, unsigned long *)`; it only
-    // reads the current task's shadow stack.
-    let real = unsafe {
-        let g: unsafe extern "C" fn(
-            *mut bindings::task_struct,
-            *mut kernel::ffi::c_int,
-            c_ulong,
-            *mut c_ulong,
-        ) -> c_ulong = core::mem::transmute(f);
-        g(
-            bindings::get_current(),
-            &mut idx,
-            ret as c_ulong,
-            retp as *mut c_ulong,
-        )
-    } as usize;
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: `f` is `ftrace_graph_ret_addr` (or its gate), resolved with
+    // `return_to_handler` in `init`; it only reads the current task's
+    // shadow stack.
+    let real = unsafe { kp_call_ftrace_graph_ret_addr(f, ret, retp as *mut c_ulong) } as usize;
     (real != ret).then_some(real)
 }
 
@@ -457,14 +529,10 @@ pub(crate) fn has_extable_entry(addr: usize) -> bool {
     if f == 0 {
         return true; // cannot tell: be safe
     }
-    // SAFETY: `f` is `search_exception_tables`, resolved in `init`, with the
-    // C signature `const struct exception_table_entry *(unsigned long)`;
-    // it takes the RCU read lock it needs itself.
-    unsafe {
-        let search: unsafe extern "C" fn(c_ulong) -> *const kernel::ffi::c_void =
-            core::mem::transmute(f);
-        !search(addr).is_null()
-    }
+    let mut fixup = 0;
+    // SAFETY: `f` is `search_exception_tables` (or its gate), resolved in
+    // `init`; it takes the RCU read lock it needs itself.
+    unsafe { kp_call_search_exception_tables(f, addr, &mut fixup) }
 }
 
 /// Where the exception fixup of the instruction at `addr` lands, if it has
@@ -476,20 +544,9 @@ pub(crate) fn extable_landing(addr: usize) -> Option<usize> {
     if f == 0 {
         return None;
     }
-    // SAFETY: as in `has_extable_entry`; a found entry lives in the kernel's
-    // or a live module's table (the caller's text is live: registration
-    // lock, module notifier).
-    unsafe {
-        let search: unsafe extern "C" fn(c_ulong) -> *const bindings::exception_table_entry =
-            core::mem::transmute(f);
-        let e = search(addr);
-        if e.is_null() {
-            return None;
-        }
-        // `fixup` is relative to its own address (x86_64 and arm64 alike).
-        let at = core::ptr::addr_of!((*e).fixup);
-        Some((at as usize).wrapping_add(*at as isize as usize))
-    }
+    let mut fixup = 0;
+    // SAFETY: as in `has_extable_entry`.
+    unsafe { kp_call_search_exception_tables(f, addr, &mut fixup) }.then_some(fixup)
 }
 
 /// The kernel's `text_mutex`, held: every writer of kernel text takes it
@@ -503,57 +560,31 @@ impl TextLock {
     /// Takes `text_mutex` (nothing when it could not be resolved).
     pub(crate) fn lock() -> Self {
         TextLock {
-            _held: CheckGuard::lock(CheckLock::Text),
+            _held: CheckGuard::lock(),
         }
     }
 }
 
-/// Holds the lock of one reserved-text check (process context).
-struct CheckGuard(CheckLock);
+/// `text_mutex` held (process context); nothing when it could not be
+/// resolved.
+struct CheckGuard(usize);
 
 impl CheckGuard {
-    fn lock(l: CheckLock) -> Self {
-        let (lock, mutex) = (
-            JUMP_LABEL_LOCK.load(Ordering::Acquire),
-            TEXT_MUTEX.load(Ordering::Acquire),
-        );
-        let l = match l {
-            CheckLock::JumpLabel if lock != 0 && JUMP_LABEL_UNLOCK.load(Ordering::Acquire) != 0 => {
-                // SAFETY: `jump_label_lock`, resolved in `init`: `void (void)`.
-                unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(lock)() };
-                l
-            }
-            CheckLock::Text if mutex != 0 => {
-                // SAFETY: `text_mutex`, resolved in `init`, is a `struct mutex`.
-                unsafe { bindings::mutex_lock(mutex as *mut bindings::mutex) };
-                l
-            }
-            _ => CheckLock::None,
-        };
-        CheckGuard(l)
+    fn lock() -> Self {
+        let mutex = TEXT_MUTEX.load(Ordering::Acquire);
+        if mutex != 0 {
+            // SAFETY: `text_mutex`, resolved in `init`, is a `struct mutex`.
+            unsafe { bindings::mutex_lock(mutex as *mut bindings::mutex) };
+        }
+        CheckGuard(mutex)
     }
 }
 
 impl Drop for CheckGuard {
     fn drop(&mut self) {
-        match self.0 {
-            CheckLock::JumpLabel => {
-                let f = JUMP_LABEL_UNLOCK.load(Ordering::Acquire);
-                if f != 0 {
-                    // SAFETY: `jump_label_unlock`: `void (void)`; locked in
-                    // `lock`.
-                    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(f)() };
-                }
-            }
-            CheckLock::Text => {
-                // SAFETY: locked in `lock`.
-                unsafe {
-                    bindings::mutex_unlock(
-                        TEXT_MUTEX.load(Ordering::Acquire) as *mut bindings::mutex
-                    )
-                };
-            }
-            CheckLock::None => {}
+        if self.0 != 0 {
+            // SAFETY: locked in `lock`.
+            unsafe { bindings::mutex_unlock(self.0 as *mut bindings::mutex) };
         }
     }
 }
@@ -576,19 +607,26 @@ pub(crate) fn reserved_range_by(
     ftrace_guard: usize,
 ) -> Option<&'static str> {
     let last = end - 1;
-    for (slot, (why, _, lock)) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()) {
+    let (lock, unlock) = (
+        JUMP_LABEL_LOCK.load(Ordering::Acquire),
+        JUMP_LABEL_UNLOCK.load(Ordering::Acquire),
+    );
+    let (lock, unlock) = if lock != 0 && unlock != 0 {
+        (lock, unlock)
+    } else {
+        (0, 0)
+    };
+    for (which, (slot, (why, _))) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()).enumerate() {
         let f = slot.load(Ordering::Acquire);
         if f == 0 {
             continue;
         }
-        let _held = CheckGuard::lock(*lock);
-        // SAFETY: `f` is the named kernel function, resolved in `init`, with
-        // the C signature `int (void *, void *)`; its lock is held.
-        let reserved = unsafe {
-            let f: unsafe extern "C" fn(usize, usize) -> kernel::ffi::c_int =
-                core::mem::transmute(f);
-            f(start, last) != 0
-        };
+        let _held = (which == RESERVED_TEXT_LOCKED).then(CheckGuard::lock);
+        // SAFETY: `f` is the check `which` names (or its gate), resolved in
+        // `init`, as are the jump-label lock functions; `text_mutex` is
+        // held for the check that wants it.
+        let reserved =
+            unsafe { kp_call_text_reserved(f, which as c_uint, lock, unlock, start, last) } != 0;
         if reserved {
             return Some(why);
         }
@@ -607,13 +645,9 @@ fn ftrace_location_range(start: usize, last: usize) -> Option<usize> {
     if f == 0 {
         return None;
     }
-    // SAFETY: `f` is `ftrace_location_range`, resolved in `init`, with the C
-    // signature `unsigned long (unsigned long, unsigned long)`.
-    let site = unsafe {
-        let f: unsafe extern "C" fn(c_ulong, c_ulong) -> c_ulong = core::mem::transmute(f);
-        f(start as c_ulong, last as c_ulong)
-    };
-    Some(site as usize)
+    // SAFETY: `f` is `ftrace_location_range` (or its gate), resolved in
+    // `init`.
+    Some(unsafe { kp_call_ftrace_location_range(f, start, last) } as usize)
 }
 
 /// Whether ftrace has a call site anywhere in `start..=last`; `None` when

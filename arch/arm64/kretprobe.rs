@@ -66,7 +66,7 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
     let stub = super::regs::x(regs, 30).unwrap_or(0);
-    let ret = kretprobe::on_return(slots::index_of(stub), regs);
+    let ret = kretprobe::on_return(slots::index_of(stub), regs, |_| {});
     super::regs::set_x(regs, 30, ret);
     ret
 }

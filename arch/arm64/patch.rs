@@ -33,6 +33,13 @@ extern "C" {
     ) -> c_int;
     fn kp_helper_cpus_read_lock();
     fn kp_helper_cpus_read_unlock();
+    /// src/kfuncs.c: `stop_machine_cpuslocked()` at `f`.
+    fn kp_call_stop_machine_cpuslocked(
+        f: usize,
+        cb: unsafe extern "C" fn(*mut c_void) -> c_int,
+        data: *mut c_void,
+        cpus: *const c_void,
+    ) -> c_int;
     fn caches_clean_inval_pou(start: usize, end: usize);
     fn kp_helper_isb();
     fn kick_all_cpus_sync();
@@ -46,7 +53,7 @@ static STOP_MACHINE_CPUSLOCKED: AtomicUsize = AtomicUsize::new(0);
 
 /// Resolves what patching needs. Process context, after `symbols::init()`.
 pub(super) fn init() {
-    let f = crate::symbols::lookup_name(kernel::c_str!("stop_machine_cpuslocked")).unwrap_or(0);
+    let f = crate::symbols::lookup_function(kernel::c_str!("stop_machine_cpuslocked")).unwrap_or(0);
     STOP_MACHINE_CPUSLOCKED.store(f, Ordering::Release);
 }
 
@@ -164,20 +171,15 @@ pub(crate) unsafe fn write_insns(addr: usize, expect: &[u32], insns: &[u32]) -> 
             unsafe { stop_machine(patch_cb, data, cpus) }
         }
         f => {
-            // SAFETY: `stop_machine_cpuslocked` has `stop_machine`'s C
-            // signature and wants the CPU hotplug lock held, taken here
-            // before `text_mutex` as the kernel does; `patch_cb` matches
+            // SAFETY: `f` is `stop_machine_cpuslocked` (or its gate), which
+            // wants the CPU hotplug lock held, taken here before
+            // `text_mutex` as the kernel does; `patch_cb` matches
             // cpu_stop_fn_t; `job` outlives the call.
             unsafe {
-                let f: unsafe extern "C" fn(
-                    unsafe extern "C" fn(*mut c_void) -> c_int,
-                    *mut c_void,
-                    *const c_void,
-                ) -> c_int = core::mem::transmute(f);
                 kp_helper_cpus_read_lock();
                 let r = {
                     let _text = crate::symbols::TextLock::lock();
-                    f(patch_cb, data, cpus)
+                    kp_call_stop_machine_cpuslocked(f, patch_cb, data, cpus)
                 };
                 kp_helper_cpus_read_unlock();
                 r

@@ -28,6 +28,12 @@ impl Refusals for Arch {
         (kernel::c_str!("preempt_schedule_thunk"), ASM),
         (kernel::c_str!("preempt_schedule_notrace_thunk"), ASM),
         (kernel::c_str!("warn_thunk_thunk"), ASM),
+        // _ASM_NOKPROBE in arch/x86/lib/retpoline.S (__EXPORT_THUNK) outside
+        // the thunk span below (MITIGATION_SRSO, MITIGATION_RETHUNK).
+        (kernel::c_str!("srso_alias_untrain_ret"), ASM),
+        (kernel::c_str!("srso_alias_safe_ret"), ASM),
+        (kernel::c_str!("srso_alias_return_thunk"), ASM),
+        (kernel::c_str!("entry_untrain_ret"), ASM),
     ];
 
     /// Where a kernel breakpoint goes on its way to the engine's re-entry
@@ -60,6 +66,16 @@ impl Refusals for Arch {
         &'static kernel::str::CStr,
         &'static kernel::str::CStr,
     )] = &[
+        // The retpoline and return thunks (MITIGATION_RETPOLINE: the
+        // `.text..__x86.indirect_thunk` and `.text..__x86.return_thunk`
+        // sections, laid out from the first to the last, arch/x86/lib/
+        // retpoline.S, marked _ASM_NOKPROBE): every indirect call and return
+        // of the trap path can go through them, as alternatives choose.
+        (
+            kernel::c_str!("__x86_indirect_thunk_array"),
+            kernel::c_str!("__x86_return_thunk"),
+            ASM,
+        ),
         (
             kernel::c_str!("ftrace_stub"),
             kernel::c_str!("return_to_handler"),

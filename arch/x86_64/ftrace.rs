@@ -29,25 +29,6 @@
 use super::*;
 use kernel::bindings;
 
-core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", @progbits",
-    ".globl kp_x86_ftrace_direct",
-    ".type kp_x86_ftrace_direct, @function",
-    ".p2align 4",
-    "kp_x86_ftrace_direct:",
-    "pushq (%rsp)",
-    "subq $5, 8(%rsp)",
-    pt_regs_trampoline!("kp_x86_ftrace_hit"),
-    "ret $8",
-    "int3",
-    ".size kp_x86_ftrace_direct, . - kp_x86_ftrace_direct",
-    ".popsection",
-    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
-    ".long kp_x86_ftrace_direct - .",
-    ".popsection",
-    options(att_syntax),
-);
-
 /// Called by `kp_x86_ftrace_direct` with the frame it built.
 ///
 /// # Safety
@@ -70,22 +51,6 @@ unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
 }
 
 // ---- Entry probes: where they go, and the ftrace path's fixups ----
-
-core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", @progbits",
-    ".globl kp_x86_return_stub",
-    ".type kp_x86_return_stub, @function",
-    "kp_x86_return_stub:",
-    // Returns from a probed function at its entry: the caller's return
-    // address is still on the stack (see `ftrace_fixup_redirect`).
-    "ret",
-    "int3",
-    ".size kp_x86_return_stub, . - kp_x86_return_stub",
-    ".popsection",
-    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
-    ".long kp_x86_return_stub - .",
-    ".popsection",
-);
 
 extern "C" {
     fn kp_x86_return_stub();
@@ -128,7 +93,7 @@ impl Entries for Arch {
             return start;
         };
         let mut at = 0;
-        if b[..4] == ENDBR64 {
+        if starts_with_endbr(&b) {
             at = 4;
         }
         if crate::symbols::is_ftrace_site(start + at)
@@ -148,7 +113,11 @@ impl Entries for Arch {
     /// entry probes there take the engine's ftrace path (`src/ftrace.rs`).
     fn ftrace_entry_site(start: usize, _size: usize) -> Option<usize> {
         let b = read_text(start).ok()?;
-        let at = if b[..4] == ENDBR64 { start + 4 } else { start };
+        let at = if starts_with_endbr(&b) {
+            start + 4
+        } else {
+            start
+        };
         crate::symbols::is_ftrace_site(at).then_some(at)
     }
 

@@ -221,6 +221,17 @@ impl Insns for Arch {
         Ok(())
     }
 
+    /// With IBT, a gate `endbr64; jmp rel32 <target>` in the engine's text:
+    /// the kernel seals at boot every function vmlinux never calls through
+    /// a pointer (`apply_seal_endbr()`: the ENDBR becomes a NOP, and with
+    /// FineIBT built the kCFI hash is zeroed), which includes most of what
+    /// the engine resolves by name. An indirect call lands on the gate's
+    /// ENDBR; the direct jump needs none.
+    #[cfg(CONFIG_X86_KERNEL_IBT)]
+    fn call_gate(target: usize) -> Result<usize> {
+        gates::make(target)
+    }
+
     /// Restores the original first byte. `EBUSY` when the byte is no longer
     /// the engine's int3 (someone else's patch on top of it, which saved the
     /// int3 as its original: writing over it would leave a stray int3 behind
@@ -231,5 +242,57 @@ impl Insns for Arch {
         // SAFETY: process context.
         unsafe { kp_helper_sync_all_cores() };
         Ok(())
+    }
+}
+
+/// Call gates for kernel functions the engine resolves by name (see
+/// [`Arch::call_gate`]): a small area of the engine's text, filled with
+/// int3 at build time, taken in order at load and never given back.
+#[cfg(CONFIG_X86_KERNEL_IBT)]
+mod gates {
+    use super::*;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Bytes per gate: `endbr64` (4), `jmp rel32` (5), int3 padding.
+    const GATE_SIZE: usize = 16;
+    /// Gates in the area: the engine resolves about twenty functions.
+    const NGATES: usize = 64;
+
+    core::arch::global_asm!(
+        ".pushsection .text.kp_call_gates, \"ax\", @progbits",
+        ".balign 16",
+        ".globl kp_call_gates",
+        "kp_call_gates:",
+        ".fill {size}, 1, 0xcc",
+        ".popsection",
+        super::noendbr!("kp_call_gates"),
+        size = const GATE_SIZE * NGATES,
+    );
+
+    extern "C" {
+        static kp_call_gates: [u8; GATE_SIZE * NGATES];
+    }
+
+    /// Gates handed out so far.
+    static USED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Writes the next gate, to `target`. Process context, at load (the
+    /// engine's init, single-threaded).
+    pub(super) fn make(target: usize) -> Result<usize> {
+        let i = USED.fetch_add(1, Ordering::Relaxed);
+        if i >= NGATES {
+            USED.fetch_sub(1, Ordering::Relaxed);
+            return Err(ENOSPC);
+        }
+        let gate = core::ptr::addr_of!(kp_call_gates) as usize + i * GATE_SIZE;
+        let mut code = [INT3; GATE_SIZE];
+        code[..4].copy_from_slice(&ENDBR64);
+        put_rel32(&mut code, 4, 0xe9, gate, target)?;
+        // SAFETY: a gate of the engine's own area that nothing calls yet
+        // (its address is returned below).
+        unsafe { text::write(gate, &code) }?;
+        // SAFETY: process context.
+        unsafe { kp_helper_sync_all_cores() };
+        Ok(gate)
     }
 }

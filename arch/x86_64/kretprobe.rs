@@ -15,8 +15,7 @@
 //! the handler (`crate::kretprobe::on_return`) and overwrites the index slot
 //! with the real return address; the trampoline then restores every
 //! register and flag and returns there. Like the kernel's
-//! `arch_rethook_trampoline`, it reuses the `ss` slot of the frame and is
-//! exempt from objtool's stack validation.
+//! `arch_rethook_trampoline`, it carries unwind hints (`trampolines.S`).
 
 use super::Arch;
 use crate::arch::Returns;
@@ -24,24 +23,6 @@ use crate::kretprobe;
 use crate::text;
 use kernel::bindings;
 use kernel::prelude::*;
-
-core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", @progbits",
-    ".globl kp_x86_kret_trampoline",
-    ".type kp_x86_kret_trampoline, @function",
-    ".p2align 4",
-    "kp_x86_kret_trampoline:",
-    // [rsp] = the stub's slot index. Build pt_regs below it.
-    pt_regs_trampoline!("kp_x86_kret_return"),
-    // Return through the slot that held the index.
-    "ret",
-    ".size kp_x86_kret_trampoline, . - kp_x86_kret_trampoline",
-    ".popsection",
-    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
-    ".long kp_x86_kret_trampoline - .",
-    ".popsection",
-    options(att_syntax),
-);
 
 extern "C" {
     fn kp_x86_kret_trampoline();
@@ -64,8 +45,12 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     let (regs, index) = unsafe { (&mut *regs, *slot) };
     // The caller's view: the stack pointer after the return.
     regs.sp = slot as usize + 8;
-    let ret = kretprobe::on_return(index, regs);
-    // SAFETY: the index slot becomes the address the trampoline returns to.
+    // The index slot becomes the address the trampoline returns to, before
+    // the handler runs: the trampoline's unwind data (`trampolines.S`)
+    // finds its return address there.
+    // SAFETY: the slot is the trampoline's, above `regs`.
+    let ret = kretprobe::on_return(index, regs, |ret| unsafe { *slot = ret });
+    // SAFETY: as above.
     unsafe { *slot = ret };
 }
 

@@ -23,7 +23,6 @@
 
 // Pure logic shared with the host tests: `pub` there, partly unused here.
 // The trampolines' common body (a macro: first, for the modules below).
-#[macro_use]
 mod tramp;
 
 #[allow(dead_code, unreachable_pub)]
@@ -84,6 +83,17 @@ const INT3: u8 = 0xcc;
 /// `endbr64`.
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
+/// What an IBT kernel leaves of the `endbr64` of a function it sealed at
+/// boot (`gen_endbr_poison()`: `osp nopl (%rax)`, a 4-byte NOP unique to
+/// former ENDBR sites); the function's entry is still past it.
+const ENDBR64_SEALED: [u8; 4] = [0x66, 0x0f, 0x1f, 0x00];
+
+/// Whether `b` starts with an `endbr64`, live or sealed.
+fn starts_with_endbr(b: &[u8]) -> bool {
+    b.get(..4)
+        .is_some_and(|w| w == ENDBR64 || w == ENDBR64_SEALED)
+}
+
 /// The 5-byte NOP that ftrace leaves at an untraced `__fentry__` site.
 const FTRACE_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 
@@ -101,6 +111,26 @@ const BOOST_OFF: usize = 32;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 8192;
 
+/// Tells objtool (IBT) that `$sym` is no indirect-branch target although
+/// the engine takes its address: the kernel's `ANNOTATE_NOENDBR`
+/// (include/linux/objtool.h) for a symbol defined in Rust's `global_asm!`,
+/// which cannot include the kernel's headers. Only direct jumps and calls,
+/// written at run time, go to the engine's slot areas.
+macro_rules! noendbr {
+    ($sym:literal) => {
+        concat!(
+            ".pushsection .discard.noendbr\n",
+            ".long ",
+            $sym,
+            "\n",
+            ".popsection\n"
+        )
+    };
+}
+// The call gates (insn.rs) exist on IBT kernels only.
+#[cfg_attr(not(CONFIG_X86_KERNEL_IBT), allow(unused_imports))]
+pub(super) use noendbr;
+
 core::arch::global_asm!(
     ".pushsection .text.kp_insn_slots, \"ax\", @progbits",
     ".balign 4096",
@@ -108,6 +138,7 @@ core::arch::global_asm!(
     "kp_insn_slots:",
     ".fill {size}, 1, 0xcc",
     ".popsection",
+    noendbr!("kp_insn_slots"),
     size = const SLOT_SIZE * NSLOTS,
 );
 

@@ -149,26 +149,6 @@ impl OptInsn {
     }
 }
 
-core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", @progbits",
-    ".globl kp_x86_opt_common",
-    ".type kp_x86_opt_common, @function",
-    ".p2align 4",
-    "kp_x86_opt_common:",
-    // [rsp] = where to resume (the detour's relocated instructions),
-    // [rsp + 8] = the probed address. Build pt_regs below them.
-    pt_regs_trampoline!("kp_x86_opt_hit"),
-    // Go where kp_x86_opt_hit said, dropping the address.
-    "ret $8",
-    "int3",
-    ".size kp_x86_opt_common, . - kp_x86_opt_common",
-    ".popsection",
-    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
-    ".long kp_x86_opt_common - .",
-    ".popsection",
-    options(att_syntax),
-);
-
 extern "C" {
     fn kp_x86_opt_common();
     fn kp_helper_sync_all_cores();

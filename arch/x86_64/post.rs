@@ -36,24 +36,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
-core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", @progbits",
-    ".globl kp_x86_post_common",
-    ".type kp_x86_post_common, @function",
-    ".p2align 4",
-    "kp_x86_post_common:",
-    // [rsp] = the jump back in the slot, [rsp + 8] = the probed address.
-    pt_regs_trampoline!("kp_x86_post_hit"),
-    "ret $8",
-    "int3",
-    ".size kp_x86_post_common, . - kp_x86_post_common",
-    ".popsection",
-    ".pushsection .discard.func_stack_frame_non_standard, \"aw\"",
-    ".long kp_x86_post_common - .",
-    ".popsection",
-    options(att_syntax),
-);
-
 extern "C" {
     fn kp_x86_post_common();
 }

@@ -1,72 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The register-saving trampolines' common code: the `pt_regs_trampoline!`
-//! body (kretprobe return, jump-optimization detour, post tail, ftrace
-//! direct call) and the Rust side of entering and leaving such a frame.
+//! The Rust side of entering and leaving the frame the register-saving
+//! trampolines build (`trampolines.S`: kretprobe return, jump-optimization
+//! detour, post tail, ftrace direct call): a `struct pt_regs` (ip and sp
+//! for the handler to fill in) with interrupts masked, below the words the
+//! trampoline's entry pushed.
 
 use super::*;
 
-/// The body of the kretprobe and detour trampolines: builds a `struct
-/// pt_regs` below the words the trampoline's entry pushed (`sp` and `ip` are
-/// for the callee to fill in), masks interrupts, calls `$handler(regs)`,
-/// then restores every register and the flags and drops the frame, leaving
-/// the stack pointer at those words (`lea`, so the flags stay restored).
-macro_rules! pt_regs_trampoline {
-    ($handler:literal) => {
-        concat!(
-            "pushq $0x18\n", // ss
-            "pushq %rsp\n",  // sp
-            "pushfq\n",
-            "cli\n",
-            "pushq $0x10\n", // cs
-            "pushq $0\n",    // ip
-            "pushq $-1\n",   // orig_ax
-            "pushq %rdi\n",
-            "pushq %rsi\n",
-            "pushq %rdx\n",
-            "pushq %rcx\n",
-            "pushq %rax\n",
-            "pushq %r8\n",
-            "pushq %r9\n",
-            "pushq %r10\n",
-            "pushq %r11\n",
-            "pushq %rbx\n",
-            "pushq %rbp\n",
-            "pushq %r12\n",
-            "pushq %r13\n",
-            "pushq %r14\n",
-            "pushq %r15\n",
-            "movq %rsp, %rdi\n",
-            "call ",
-            $handler,
-            "\n",
-            "popq %r15\n",
-            "popq %r14\n",
-            "popq %r13\n",
-            "popq %r12\n",
-            "popq %rbp\n",
-            "popq %rbx\n",
-            "popq %r11\n",
-            "popq %r10\n",
-            "popq %r9\n",
-            "popq %r8\n",
-            "popq %rax\n",
-            "popq %rcx\n",
-            "popq %rdx\n",
-            "popq %rsi\n",
-            "popq %rdi\n",
-            "addq $24, %rsp\n", // orig_ax, ip, cs
-            "popfq\n",
-            "leaq 16(%rsp), %rsp\n", // sp, ss
-        )
-    };
-}
-
-/// A call from a [`pt_regs_trampoline!`] reached by `push $addr; call`
+/// A call from a `trampolines.S` trampoline reached by `push $addr; call`
 /// (the jump-optimization detour, the post tail): the words above its
 /// `pt_regs`.
 pub(super) struct TrampFrame {
-    /// The word the `call` pushed: where the trampoline's `ret $8` goes.
+    /// The word the `call` pushed: where the trampoline returns (dropping
+    /// the pushed address).
     pub(super) resume_slot: *mut usize,
     /// Its original value (the code after the `call`).
     pub(super) resume: usize,

@@ -199,6 +199,11 @@ pub(crate) fn count() -> usize {
 pub(super) static RESET_BUFFERS: core::sync::atomic::AtomicUsize =
     core::sync::atomic::AtomicUsize::new(0);
 
+extern "C" {
+    /// src/kfuncs.c.
+    fn kp_call_tracing_reset_all_online_cpus(f: usize);
+}
+
 /// After events were removed: resets the trace buffers that recorded a
 /// removed event (the trace core marks them `clear_trace` when an event
 /// that was ever enabled is removed), as the kernel's `dyn_event_release()`
@@ -207,12 +212,9 @@ pub(super) static RESET_BUFFERS: core::sync::atomic::AtomicUsize =
 pub(super) fn reset_buffers() {
     let f = RESET_BUFFERS.load(core::sync::atomic::Ordering::Acquire);
     if f != 0 {
-        // SAFETY: `f` is `tracing_reset_all_online_cpus`, resolved in
-        // `init`, with the C signature `void (void)`; process context.
-        unsafe {
-            let f: unsafe extern "C" fn() = core::mem::transmute(f);
-            f();
-        }
+        // SAFETY: `f` is `tracing_reset_all_online_cpus` (or its gate),
+        // resolved in `init`; process context.
+        unsafe { kp_call_tracing_reset_all_online_cpus(f) };
     }
 }
 
@@ -221,7 +223,8 @@ pub(super) fn reset_buffers() {
 /// [`RESET_BUFFERS`].
 pub(crate) fn init() {
     RESET_BUFFERS.store(
-        crate::symbols::lookup_name(kernel::c_str!("tracing_reset_all_online_cpus")).unwrap_or(0),
+        crate::symbols::lookup_function(kernel::c_str!("tracing_reset_all_online_cpus"))
+            .unwrap_or(0),
         core::sync::atomic::Ordering::Release,
     );
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {

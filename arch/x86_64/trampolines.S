@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The x86_64 backend's register-saving trampolines: the kretprobe return
+ * trampoline, the jump-optimization detours' common part, the post tail of
+ * boosted steps and the ftrace direct-call entry, plus the stub that returns
+ * from a probed function at its entry. What each does, and the Rust
+ * functions they call, are described in kretprobe.rs, opt.rs, post.rs and
+ * ftrace.rs.
+ *
+ * Assembly rather than Rust's global_asm!: production kernels need the
+ * kernel's own macros here, which Rust cannot reach: RET returns through
+ * the return thunk under MITIGATION_RETHUNK (a bare ret is refused by
+ * objtool), ANNOTATE_NOENDBR tells IBT's objtool pass that these are only
+ * reached by direct jumps and calls (from the engine's stubs, slots and
+ * ftrace sites, which the engine writes at run time) although Rust takes
+ * their addresses, and the objtool annotations come from the kernel's
+ * headers instead of copies of their section tricks.
+ *
+ * Each is entered by a call (or, for the kretprobe trampoline, a stub's
+ * jump after a push that took the place of the return address): an
+ * UNWIND_HINT_FUNC at the entry tells objtool that the word at the stack
+ * pointer is a return address, so that it follows the pushes and pops and
+ * writes ORC entries for every instruction. An unwinder (ORC on production
+ * kernels) then walks through a trampoline to whatever that word holds:
+ * the probed function for an ftrace site's call, the real caller for a
+ * kretprobe (kp_x86_kret_return() puts it there before any handler runs),
+ * and the engine's slot for a detour or post tail (no unwind data there:
+ * the walk stops, as it does in the kernel's optprobe detours).
+ */
+#include <linux/linkage.h>
+#include <linux/objtool.h>
+#include <asm/nospec-branch.h>
+#include <asm/segment.h>
+#include <asm/unwind_hints.h>
+
+/*
+ * Builds a struct pt_regs below what the entry pushed (ip and sp for the
+ * callee to fill in), masks interrupts, and points %rdi at it.
+ */
+.macro KP_SAVE_REGS
+	pushq	$__KERNEL_DS		/* ss */
+	pushq	%rsp			/* sp */
+	pushfq
+	cli
+	pushq	$__KERNEL_CS		/* cs */
+	pushq	$0			/* ip */
+	pushq	$-1			/* orig_ax */
+	pushq	%rdi
+	pushq	%rsi
+	pushq	%rdx
+	pushq	%rcx
+	pushq	%rax
+	pushq	%r8
+	pushq	%r9
+	pushq	%r10
+	pushq	%r11
+	pushq	%rbx
+	pushq	%rbp
+	pushq	%r12
+	pushq	%r13
+	pushq	%r14
+	pushq	%r15
+	movq	%rsp, %rdi
+.endm
+
+/*
+ * Restores every register and the flags from the pt_regs and drops it,
+ * leaving the stack pointer at the words the entry pushed (lea, so that
+ * the restored flags stay).
+ */
+.macro KP_RESTORE_REGS
+	popq	%r15
+	popq	%r14
+	popq	%r13
+	popq	%r12
+	popq	%rbp
+	popq	%rbx
+	popq	%r11
+	popq	%r10
+	popq	%r9
+	popq	%r8
+	popq	%rax
+	popq	%rcx
+	popq	%rdx
+	popq	%rsi
+	popq	%rdi
+	addq	$24, %rsp		/* orig_ax, ip, cs */
+	popfq
+	leaq	16(%rsp), %rsp		/* sp, ss */
+.endm
+
+/*
+ * The end of a trampoline entered by "push $addr; call": [rsp] is where the
+ * handler said to go, [rsp + 8] the pushed address. Moves the first over
+ * the second (pop to memory addresses the stack after the pop) and returns
+ * there, flags untouched: "ret $8" through the return thunk.
+ */
+.macro KP_RET_DROP_WORD
+	popq	(%rsp)
+	UNWIND_HINT_FUNC
+	RET
+.endm
+
+	.pushsection .text.kp_kret, "ax"
+
+/*
+ * Kretprobe return: an instance's stub pushed its slot index and jumped
+ * here; kp_x86_kret_return() overwrites the index with the real return
+ * address.
+ */
+SYM_CODE_START(kp_x86_kret_trampoline)
+	ANNOTATE_NOENDBR
+	UNWIND_HINT_FUNC
+	KP_SAVE_REGS
+	call	kp_x86_kret_return
+	KP_RESTORE_REGS
+	RET
+SYM_CODE_END(kp_x86_kret_trampoline)
+
+/*
+ * Jump-optimization detour: [rsp] = where to resume (the detour's relocated
+ * instructions), [rsp + 8] = the probed address.
+ */
+SYM_CODE_START(kp_x86_opt_common)
+	ANNOTATE_NOENDBR
+	UNWIND_HINT_FUNC
+	KP_SAVE_REGS
+	call	kp_x86_opt_hit
+	KP_RESTORE_REGS
+	KP_RET_DROP_WORD
+SYM_CODE_END(kp_x86_opt_common)
+
+/*
+ * Post tail of a boosted step: [rsp] = the jump back in the slot,
+ * [rsp + 8] = the probed address.
+ */
+SYM_CODE_START(kp_x86_post_common)
+	ANNOTATE_NOENDBR
+	UNWIND_HINT_FUNC
+	KP_SAVE_REGS
+	call	kp_x86_post_hit
+	KP_RESTORE_REGS
+	KP_RET_DROP_WORD
+SYM_CODE_END(kp_x86_post_common)
+
+/*
+ * An ftrace site's direct call: [rsp] = site + 5, [rsp + 8] = the caller's
+ * return address. Make it [rsp] = site + 5 (where to resume), [rsp + 8] =
+ * site (the probed address) above the caller's return address; the subq
+ * changes the flags at a function entry, where nothing relies on them.
+ */
+SYM_CODE_START(kp_x86_ftrace_direct)
+	ANNOTATE_NOENDBR
+	UNWIND_HINT_FUNC
+	pushq	(%rsp)
+	subq	$5, 8(%rsp)
+	KP_SAVE_REGS
+	call	kp_x86_ftrace_hit
+	KP_RESTORE_REGS
+	KP_RET_DROP_WORD
+SYM_CODE_END(kp_x86_ftrace_direct)
+
+/*
+ * Returns from a probed function at its entry (a pre handler's
+ * return_now()): the caller's return address is still on the stack.
+ */
+SYM_CODE_START(kp_x86_return_stub)
+	ANNOTATE_NOENDBR
+	UNWIND_HINT_FUNC
+	RET
+SYM_CODE_END(kp_x86_return_stub)
+
+	.popsection
