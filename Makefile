@@ -5,6 +5,7 @@
 #   make demo [ARCH=...]     boot QEMU, load the engine and the example, show hits
 #   make test                host tests + KUnit in QEMU on x86_64 and arm64
 #   make test-debug          the same on an x86_64 kernel with lockdep, KASAN, ...
+#   make test-hardened       the same on a production-like x86_64 kernel (kCFI, IBT, ORC, ...)
 #   make bench [ARCH=...]    the engine vs the kernel's kprobes, same boot
 #   make fuzz                libFuzzer on the pure logic (KP_FUZZ_SECONDS each, 3600)
 #   make check               rustfmt and clippy (CLIPPY=1) over the tree
@@ -12,7 +13,7 @@
 ARCH ?= x86_64
 SHELL := /bin/bash
 
-.PHONY: all modules setup demo test test-debug bench check fmt clean fuzz
+.PHONY: all modules setup demo test test-debug test-hardened bench check fmt clean fuzz
 
 all: modules
 
@@ -32,6 +33,11 @@ test:
 # (qemu/x86_64-debug.config); the whole guest test set runs on it.
 test-debug:
 	KP_TEST_ARCHES=x86_64-debug scripts/test.sh
+
+# The production-like x86_64 kernel (qemu/x86_64-hardened.config: kCFI, IBT,
+# ORC, retpolines, return thunks, KASLR, BPF; built with clang 19).
+test-hardened:
+	KP_TEST_ARCHES=x86_64-hardened scripts/test.sh
 
 bench:
 	scripts/bench.sh $(ARCH)

@@ -277,6 +277,34 @@ run_events_stress() {
 	check events-fuzz-clear sh -c "echo >$E && [ -z \"\$(cat $E)\" ]"
 }
 
+# --- the fuzzer's corpus (fuzz/corpus/event_line), each input one write -------
+# Every input the coverage-guided fuzzer kept (edge values of every numeric
+# field among them) written as it is: each is accepted or refused with an
+# error_log entry, and nothing crashes.
+run_events_corpus() {
+	[ -d /corpus ] || return 0
+	n=0; accepted=0; refused=0; unexplained=0
+	for f in /corpus/*; do
+		n=$((n + 1))
+		echo >$KP/error_log
+		if cat "$f" >>$E 2>/dev/null; then
+			accepted=$((accepted + 1))
+		else
+			refused=$((refused + 1))
+			grep -q 'kp_events: error: ' $KP/error_log || {
+				unexplained=$((unexplained + 1))
+				echo "refused without an error_log entry: $f"
+			}
+		fi
+		[ $((n % 50)) = 0 ] && echo >$E
+	done
+	echo >$E
+	echo "--- kprobe_events corpus: $n inputs, $accepted accepted, $refused refused, $unexplained refused without an error_log entry"
+	check events-corpus-ran [ "$n" -gt 100 ]
+	check events-corpus-refusals-explained [ "$unexplained" = 0 ]
+	check events-corpus-clear sh -c "[ -z \"\$(cat $E)\" ]"
+}
+
 # --- a probed module loaded and unloaded 100 times -----------------------------
 # Each round: load kp_target, define an event on its function, then either
 # remove the event before unloading or unload the module under the armed

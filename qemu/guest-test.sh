@@ -31,10 +31,11 @@ if true; then
 	check example-hits sh -c "dmesg | grep -q 'filename = \"/proc/version\"'"
 	check kernel-kprobes-unused kernel_kprobes_unused
 	check debugfs-list grep -qE 'do_sys_open\+0x[0-9a-f]+  (\[FTRACE\]  )?missed=0' $KP/list
-	# x86_64: a function entry is served by ftrace; arm64: by a BRK past
-	# the patchable entry (no ftrace registers in 6.12).
+	# x86_64: a function entry is served by ftrace (its site is at +0x4
+	# past the ENDBR on IBT kernels); arm64: by a BRK past the patchable
+	# entry (no ftrace registers in 6.12).
 	case $ARCH in
-	x86_64) check debugfs-list-ftrace grep -q 'do_sys_open+0x0  \[FTRACE\]' $KP/list ;;
+	x86_64) check debugfs-list-ftrace grep -qE 'do_sys_open\+0x[04]  \[FTRACE\]' $KP/list ;;
 	*) check debugfs-list-brk grep -q 'do_sys_open+0x8  missed=' $KP/list ;;
 	esac
 	check debugfs-enabled-reads-1 grep -qx 1 $KP/enabled
@@ -75,6 +76,7 @@ if true; then
 	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 	run_events
 	run_events_stress
+	run_events_corpus
 	check module-churn-100 module_churn
 	run_access
 	check kretprobe-under-function-graph fgraph_kret

@@ -10,6 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/env.sh"
 arch=${1:?arch}
+llvm_env "$arch"
 kdir=$(kdir_for "$arch")
 base="$here/out/$arch/client"
 rm -rf "$base"
@@ -20,9 +21,10 @@ awk '/<!-- client-module: my_probe.rs -->/ { on = 1; next }
 	copy && /^```/ { exit }
 	copy { print }' "$here/README.md" >"$base/my_probe/my_probe.rs"
 [ -s "$base/my_probe/my_probe.rs" ] || { echo "no client module block in README.md" >&2; exit 1; }
-echo 'obj-m := my_probe.o' >"$base/my_probe/Kbuild"
+# As README.md says (merge-functions: kCFI; see the top-level Kbuild).
+printf 'obj-m := my_probe.o\nrustflags-y += -Zmerge-functions=disabled\n' >"$base/my_probe/Kbuild"
 extra=()
 [ "${CLIPPY:-0}" = 1 ] && extra+=(CLIPPY=1)
-make -s -C "$kdir" M="$base/my_probe" ARCH="$(karch_for "$arch")" LLVM=1 \
+make -s -C "$kdir" M="$base/my_probe" ARCH="$(karch_for "$arch")" LLVM="$(llvm_for "$arch")" \
 	KBUILD_EXTRA_SYMBOLS="$here/out/$arch/src/Module.symvers" "${extra[@]}" modules
 ls "$base/my_probe/my_probe.ko"

@@ -7,6 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/env.sh"
 arch=${1:?arch}
+llvm_env "$arch"
 kdir=$(kdir_for "$arch")
 [ -f "$kdir/.built" ] || "$here/scripts/setup.sh" "$arch"
 out="$here/out/$arch/src"
@@ -19,5 +20,5 @@ rsync -a -c --no-times --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.c
 	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$here/bench" "$out/"
 extra=()
 [ "${CLIPPY:-0}" = 1 ] && extra+=(CLIPPY=1)
-make -s -C "$kdir" M="$out" ARCH="$(karch_for "$arch")" LLVM=1 KCFLAGS=-Werror "${extra[@]}" modules
+make -s -C "$kdir" M="$out" ARCH="$(karch_for "$arch")" LLVM="$(llvm_for "$arch")" KCFLAGS=-Werror "${extra[@]}" modules
 find "$out" -name '*.ko' -printf '%P\n' | sort

@@ -29,9 +29,14 @@ kdir_for() {
 # bindgen (the kernel's Rust bindings) loads the newest libclang installed
 # unless told otherwise, and the kernel's build refuses a libclang whose
 # version differs from the clang that builds it: name the matching one.
+# The hardened variants need clang 19 (kCFI: clang >= 16); the others
+# keep Debian's default clang. llvm_for gives a target's LLVM= value for
+# kbuild, llvm_env exports the matching LIBCLANG_PATH.
+llvm_for() { case "$1" in *-hardened) echo -19 ;; *) echo 1 ;; esac; }
 llvm_env() {
-	local v
-	v=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+	local v l
+	l=$(llvm_for "${1:-x86_64}")
+	if [ "$l" = 1 ]; then v=$(clang -dumpversion 2>/dev/null | cut -d. -f1); else v=${l#-}; fi
 	[ -z "$v" ] || export LIBCLANG_PATH=/usr/lib/llvm-$v/lib
 }
 llvm_env

@@ -32,6 +32,11 @@ printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 sed 's/\.o$/.ko/' "$out/src/modules.order" | xargs cp -t "$root/lib/kp/"
 # The README's client module (scripts/build-client.sh), when built.
 [ -f "$out/client/my_probe/my_probe.ko" ] && cp "$out/client/my_probe/my_probe.ko" "$root/lib/kp/"
+# The event grammar fuzzer's corpus, replayed by the test job.
+if [ "$job" = test ] && [ -d "$here/fuzz/corpus/event_line" ]; then
+	mkdir -p "$root/corpus"
+	cp "$here"/fuzz/corpus/event_line/* "$root/corpus/"
+fi
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz"
 

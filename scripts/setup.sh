@@ -43,7 +43,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 fi
 [ -z "$need_bpo" ] || apt_update
 
-pkgs=(clang lld llvm libclang-dev flex bison bc libelf-dev libssl-dev cpio
+pkgs=(clang lld llvm libclang-dev clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio
       busybox-static make python3 xz-utils kmod binutils rsync g++)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -112,7 +112,8 @@ for arch in "${arches[@]}"; do
 	rm -rf "$kdir"
 	mkdir -p "$kdir"
 	karch=$(karch_for "$arch")
-	kmake() { make -s -C "$KSRC" O="$kdir" ARCH="$karch" LLVM=1 "$@"; }
+	llvm_env "$arch"
+	kmake() { make -s -C "$KSRC" O="$kdir" ARCH="$karch" LLVM="$(llvm_for "$arch")" "$@"; }
 	kmake tinyconfig >/dev/null
 	cat $(configs_for "$arch") >"$kdir/fragment.config"
 	"$KSRC/scripts/kconfig/merge_config.sh" -m -O "$kdir" "$kdir/.config" "$kdir/fragment.config" >/dev/null

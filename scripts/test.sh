@@ -7,7 +7,9 @@ cd "$here"
 . scripts/env.sh
 # x86_64-debug: the x86_64 kernel with lockdep, KASAN, kmemleak & co.
 # (qemu/x86_64-debug.config); `make test-debug` runs only that one.
-arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug}
+# x86_64-hardened: a production-like kernel (kCFI, IBT, ORC, retpolines,
+# return thunks, KASLR, BPF, function graph; qemu/x86_64-hardened.config).
+arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug x86_64-hardened}
 passed=0
 failed=0
 note() { printf '[test] %s\n' "$*"; }
@@ -16,6 +18,12 @@ pass() { passed=$((passed + 1)); }
 
 mkdir -p out
 scripts/setup.sh $arches || { note "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+# What each kernel has of the production hardening options (the fragments
+# ask; this is what Kconfig kept).
+for a in $arches; do
+	h=$(grep -oE '^CONFIG_(CFI_CLANG|CFI_PERMISSIVE|FINEIBT|X86_KERNEL_IBT|UNWINDER_ORC|UNWINDER_FRAME_POINTER|MITIGATION_RETPOLINE|MITIGATION_RETHUNK|RANDOMIZE_BASE|STRICT_MODULE_RWX|ARM64_PTR_AUTH_KERNEL|ARM64_BTI_KERNEL|SHADOW_CALL_STACK|KASAN|PROVE_LOCKING|KPROBES)=y' "$(kdir_for "$a")/.config" | sed 's/^CONFIG_//; s/=y$//' | paste -sd' ')
+	note "$a kernel: ${h:-none of the hardening options}"
+done
 
 # --- formatting (rustfmt with the kernel's config) -------------------------------
 if scripts/fmt.sh --check >out/fmt.log 2>&1; then pass; else fail "rustfmt: run make fmt (see out/fmt.log)"; fi
@@ -126,7 +134,7 @@ for a in "${built[@]}"; do
 		inaf && /vmalloc error: |page allocation failure: / { excused = NR }
 		/KP-OOPS-BEGIN/ { inoops = 1 }
 		/KP-OOPS-END/ { inoops = 0 }
-		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:|Call [Tt]race|soft lockup|hung task/ {
+		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:|Call [Tt]race|soft lockup|hung task|CFI failure/ {
 			if (inaf && /Call [Tt]race/ && excused && NR - excused <= 4) next
 			if (inoops && /BUG: kernel NULL pointer dereference, address: 0+\r?$|Oops: Oops: [0-9a-f][0-9a-f][0-9a-f][0-9a-f] \[#|Unable to handle kernel NULL pointer dereference at virtual address 0+\r?$|Internal error: Oops: [0-9a-f]+ \[#|Call [Tt]race/) next
 			if (inoops && /WARNING: .* at kernel\/context_tracking.c:[0-9]+ ct_kernel_exit/) next

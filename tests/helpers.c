@@ -34,6 +34,8 @@
 #include <linux/sched/task.h>
 #include <linux/ftrace.h>
 #include <linux/stddef.h>
+#include <linux/linkage.h>
+#include <linux/objtool.h>
 #include "../include/kp_kprobes.h"
 #ifdef CONFIG_X86_64
 #include <asm/nmi.h>
@@ -111,6 +113,18 @@ bool kp_test_in_nmi(void)
 
 int kp_test_c_target(int value);
 u64 kp_test_c_args(u64 a, u64 b, u64 c);
+/*
+ * Calls one of the suites' assembly functions (tests/insn_table.rs). They
+ * carry no kCFI type hash (the compiler writes those, not the assembler),
+ * so an ordinary indirect call would fail kCFI's check: this one is
+ * __nocfi. On IBT kernels they start with ENDBR.
+ */
+u64 kp_test_call_asm(u64 (*f)(u64, u64), u64 a, u64 b);
+__nocfi u64 kp_test_call_asm(u64 (*f)(u64, u64), u64 a, u64 b)
+{
+	return f(a, b);
+}
+
 int kp_test_nokprobe(int value);
 
 /* Never to be probed: this module says so (its _kprobe_blacklist). */
@@ -267,8 +281,8 @@ asm(".pushsection .text, \"ax\"\n"
     ".globl kp_test_direct_tramp\n"
     ".type kp_test_direct_tramp, @function\n"
     "kp_test_direct_tramp:\n"
-    "ret\n"
-    "int3\n"
+    ANNOTATE_NOENDBR	/* only the ftrace site calls it, directly */
+    ASM_RET
     ".size kp_test_direct_tramp, . - kp_test_direct_tramp\n"
     ".popsection\n"
     ".pushsection .discard.func_stack_frame_non_standard, \"aw\"\n"

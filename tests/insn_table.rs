@@ -17,6 +17,26 @@ use kernel::ffi::{c_int, c_ulong};
 /// `fn(a, b) -> result` of the assembly functions.
 pub(crate) type Func = unsafe extern "C" fn(u64, u64) -> u64;
 
+/// Bytes before each assembly function's first instruction: the landing
+/// pad that indirect calls need on kernels that enforce them (x86_64 IBT:
+/// `endbr64`). The table's offsets count from after it.
+#[cfg(CONFIG_X86_KERNEL_IBT)]
+pub(crate) const ENTRY_PAD: u32 = 4;
+#[cfg(not(CONFIG_X86_KERNEL_IBT))]
+pub(crate) const ENTRY_PAD: u32 = 0;
+
+extern "C" {
+    /// tests/helpers.c: `f(a, b)`, without kCFI's check (the assembly
+    /// functions carry no type hash).
+    fn kp_test_call_asm(f: Func, a: u64, b: u64) -> u64;
+}
+
+/// Calls one of the assembly functions.
+fn call(f: Func, a: u64, b: u64) -> u64 {
+    // SAFETY: the assembly functions take two integers and return one.
+    unsafe { kp_test_call_asm(f, a, b) }
+}
+
 /// One row: the probed symbol, the function to call, the offset of the
 /// probed instruction in the probed symbol.
 pub(crate) type Entry = (&'static CStr, Func, u32);
@@ -47,7 +67,7 @@ macro_rules! insn_table {
                     )
                 },
                 $name,
-                $off,
+                $off + $crate::insn_table::ENTRY_PAD,
             ),)+
         ];
     };
@@ -112,8 +132,7 @@ pub(crate) fn check(
         for &(name, f, off) in table {
             let mut expected = [0u64; ARGS.len()];
             for (e, &(a, b)) in expected.iter_mut().zip(ARGS) {
-                // SAFETY: the assembly functions take two integers, return one.
-                *e = unsafe { f(a, b) };
+                *e = call(f, a, b);
             }
             let mut p = KpKprobe::new();
             p.symbol_name = name.as_ptr().cast();
@@ -134,8 +153,7 @@ pub(crate) fn check(
             let traps_before = crate::kp::stats().step_traps;
             let mut want_hits = 0;
             for (&e, &(a, b)) in expected.iter().zip(ARGS) {
-                // SAFETY: as above.
-                let got = unsafe { f(a, b) };
+                let got = call(f, a, b);
                 kp_expect_eq!(
                     t,
                     got,

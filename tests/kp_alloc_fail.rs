@@ -79,7 +79,7 @@ fn held(s: &KpStats) -> [u64; 5] {
 
 /// A mid-function instruction of `kp_kunit_args`.
 fn args_mid() -> usize {
-    let f = addr_of(kp_kunit_args as *const ());
+    let f = crate::util::body(addr_of(kp_kunit_args as *const ()));
     f + insn_len_at(f)
 }
 
@@ -300,8 +300,8 @@ fn kprobe_entry(t: &mut Test) {
 fn batch_addrs() -> [usize; 3] {
     [
         args_mid(),
-        addr_of(kp_kunit_target as *const ()),
-        addr_of(kp_kunit_target2 as *const ()),
+        crate::util::body(addr_of(kp_kunit_target as *const ())),
+        crate::util::body(addr_of(kp_kunit_target2 as *const ())),
     ]
 }
 

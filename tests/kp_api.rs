@@ -68,7 +68,7 @@ impl kp::KprobeHandler for Counter {
 }
 
 fn target_addr() -> usize {
-    addr_of(kp_kunit_target as *const ())
+    crate::util::body(addr_of(kp_kunit_target as *const ()))
 }
 
 fn api_guard_drop_unregisters(t: &mut Test) {

@@ -55,7 +55,7 @@ unsafe extern "C" fn count(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_i
 
 /// The first three instruction addresses of `kp_kunit_args`.
 fn insns() -> [usize; 3] {
-    let a = addr_of(kp_kunit_args as *const ());
+    let a = crate::util::body(addr_of(kp_kunit_args as *const ()));
     let b = a + insn_len_at(a);
     let c = b + insn_len_at(b);
     [a, b, c]

@@ -222,7 +222,7 @@ fn expected_log(ids: &[usize]) -> u64 {
 }
 
 fn aggregate_three_every_order(t: &mut Test) {
-    let target = addr_of(kp_kunit_target as *const ());
+    let target = crate::util::body(addr_of(kp_kunit_target as *const ()));
     let orig = text_word(target);
     let orders: [[usize; 3]; 6] = [
         [0, 1, 2],
@@ -298,7 +298,7 @@ fn aggregate_pre_handler_stops_the_rest(t: &mut Test) {
 }
 
 fn enable_disable(t: &mut Test) {
-    let target = addr_of(kp_kunit_target as *const ());
+    let target = crate::util::body(addr_of(kp_kunit_target as *const ()));
     let orig = text_word(target);
     let mut a = id_probe(1);
     let mut b = id_probe(2);
@@ -522,8 +522,8 @@ fn register_storm_exact_accounting(t: &mut Test) {
 // ---------------------------------------------------------------------------
 
 fn batch_third_of_five_fails(t: &mut Test) {
-    let t1 = addr_of(kp_kunit_target as *const ());
-    let t2 = addr_of(kp_kunit_target2 as *const ());
+    let t1 = crate::util::body(addr_of(kp_kunit_target as *const ()));
+    let t2 = crate::util::body(addr_of(kp_kunit_target2 as *const ()));
     let (o1, o2) = (text_word(t1), text_word(t2));
     let mut ps = [
         id_probe(1),
@@ -572,10 +572,13 @@ fn module_probe_then_rmmod(t: &mut Test) {
     kp_expect_eq!(t, register(&mut p), 0);
     MODULE_FUNC.store(p.addr as usize, Ordering::SeqCst);
     if p.is_registered() {
-        // SAFETY: `kp_target_func` is `extern "C" fn(u64) -> u64`, at the
-        // probed address (a Rust function has no ftrace site to skip), and
-        // its module stays loaded until the rmmod below.
-        let f: extern "C" fn(u64) -> u64 = unsafe { core::mem::transmute(p.addr) };
+        // The function's own address (the probe may sit past its ENDBR or
+        // `bti c`; kCFI checks the type hash just before the function).
+        let at = kp::lookup_symbol(c"kp_target:kp_target_func").map_or(0, |s| s.addr);
+        kp_expect_eq!(t, crate::util::body(at), p.addr as usize);
+        // SAFETY: `kp_target_func` is `extern "C" fn(u64) -> u64`, and its
+        // module stays loaded until the rmmod below.
+        let f: extern "C" fn(u64) -> u64 = unsafe { core::mem::transmute(at) };
         kp_expect_eq!(t, f(20), 41);
         kp_expect_eq!(t, MODULE_HITS.load(Ordering::SeqCst), 1);
     }

@@ -115,12 +115,18 @@ fn events_perf_counts_hits(t: &mut Test) {
 /// entry events above take the ftrace path): perf counts each hit.
 fn events_mid_function_breakpoint(t: &mut Test) {
     // The first instruction after the ftrace call site (x86_64: the 5-byte
-    // NOP; arm64: the two patchable-entry instructions).
-    let line = if cfg!(CONFIG_X86_64) {
-        c"p:kp_kunit/mid kp_test_c_args+5"
-    } else {
-        c"p:kp_kunit/mid kp_test_c_args+8"
+    // NOP; arm64: the two patchable-entry instructions), both past the
+    // landing pad for indirect calls if the kernel has one (ENDBR, BTI).
+    let f = crate::targets::addr_of(kp_test_c_args as *const ());
+    let off = crate::util::body(f) - f + if cfg!(CONFIG_X86_64) { 5 } else { 8 };
+    let Ok(line) =
+        kernel::str::CString::try_from_fmt(kernel::fmt!("p:kp_kunit/mid kp_test_c_args+{}", off))
+    else {
+        kp_expect!(t, false, "no memory");
+        return;
     };
+    // SAFETY: `line` is NUL-terminated and outlives the borrow.
+    let line = unsafe { core::ffi::CStr::from_ptr(line.as_char_ptr().cast()) };
     kp_expect_eq!(t, kp::event_command(line), Ok(()));
     let Ok(id) = kp::event_id(Some(c"kp_kunit"), c"mid") else {
         kp_expect!(t, false, "no event id");

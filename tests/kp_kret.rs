@@ -468,23 +468,27 @@ unsafe extern "C" fn trace_return(
 /// Prints a stack trace into the KTAP stream; returns whether any entry's
 /// symbol contains `needle`.
 fn show_trace(t: &Test, what: &str, trace: &[usize], needle: &str) -> bool {
-    let mut found = false;
     t.info(format_args!(
         "stack trace {}: {} entries",
         what,
         trace.len()
     ));
     for &a in trace {
-        let sym = crate::util::Sym::of(a);
+        t.info(format_args!("  {}", crate::util::Sym::of(a).as_str()));
+    }
+    trace_has(trace, needle)
+}
+
+/// Whether any entry's symbol of `trace` contains `needle`.
+fn trace_has(trace: &[usize], needle: &str) -> bool {
+    trace.iter().any(|&a| {
         // Byte search: `str::contains` pulls in a panic path objtool does
         // not know to be noreturn.
-        found |= sym
+        crate::util::Sym::of(a)
             .bytes()
             .windows(needle.len())
-            .any(|w| w == needle.as_bytes());
-        t.info(format_args!("  {}", sym.as_str()));
-    }
-    found
+            .any(|w| w == needle.as_bytes())
+    })
 }
 
 fn kret_stack_traces(t: &mut Test) {
@@ -506,6 +510,16 @@ fn kret_stack_traces(t: &mut Test) {
         "kret_return",
     );
     kp_expect!(t, through);
+    // And on to the probed function's real caller, this test: the
+    // trampoline's return address is the real one before the handler runs,
+    // and its unwind data (x86_64 `trampolines.S`) lets ORC walk through.
+    let to_caller = trace_has(trace.get(..n).unwrap_or(&[]), "kret_stack_traces");
+    t.info(format_args!(
+        "the trace reaches the real caller: {}",
+        to_caller
+    ));
+    #[cfg(CONFIG_X86_64)]
+    kp_expect!(t, to_caller);
 
     // Of a task whose return is hijacked, taken from elsewhere.
     reset();

@@ -141,6 +141,15 @@ fn work(deadline: usize) {
     }
 }
 
+/// Whether `addr` is a return thunk (`__x86_return_thunk`,
+/// `srso_return_thunk`, `retbleed_return_thunk`, `its_return_thunk`, ...).
+#[cfg(CONFIG_X86_64)]
+fn is_return_thunk(addr: usize) -> bool {
+    let sym = crate::util::Sym::of(addr);
+    crate::ksym::parse_sprint_symbol(sym.bytes())
+        .is_some_and(|s| s.offset == 0 && s.name.ends_with(b"return_thunk"))
+}
+
 /// Whether the function `[start, start + size)`, whose original bytes are
 /// `text`, calls nothing and jumps nowhere outside itself (no task can sleep
 /// in it).
@@ -162,9 +171,16 @@ fn is_leaf(start: usize, size: usize, text: &[u8]) -> bool {
             };
             let at = (start + off) as u64;
             match i.class {
-                Class::Plain | Class::Ret => {}
+                // int3: padding after a ret or jmp (MITIGATION_SLS).
+                Class::Plain | Class::Ret | Class::Int3 => {}
                 Class::JmpRel | Class::Jcc | Class::LoopOrJrcxz => {
-                    if !i.rel_target(at, &b).is_some_and(inside) {
+                    let Some(to) = i.rel_target(at, &b) else {
+                        return false;
+                    };
+                    // A jump to a return thunk is the function's return
+                    // (MITIGATION_RETHUNK: `jmp __x86_return_thunk`, or
+                    // the thunk alternatives chose).
+                    if !(inside(to) || i.class == Class::JmpRel && is_return_thunk(to as usize)) {
                         return false;
                     }
                 }

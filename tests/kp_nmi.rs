@@ -119,7 +119,9 @@ fn counting_probe(sym: &'static core::ffi::CStr, offset: usize) -> KpKprobe {
 /// site, on the breakpoint path (a post handler keeps it off the jump
 /// optimization).
 fn mid_offset() -> usize {
-    insn_len_at(addr_of(kp_kunit_target2 as *const ()))
+    let f = addr_of(kp_kunit_target2 as *const ());
+    let b = crate::util::body(f);
+    b - f + insn_len_at(b)
 }
 
 /// Registers the NMI handler; false (reported) when it cannot.

@@ -41,6 +41,9 @@
 #include <linux/smp.h>
 #include <linux/string.h>
 #include <linux/atomic.h>
+#ifdef CONFIG_X86_64
+#include <asm/ibt.h>
+#endif
 #include "../include/kp_kprobes.h"
 
 /* Never set: the handlers write through it. */
@@ -314,17 +317,25 @@ static struct dentry *kp_oops_dir;
 static int *kp_oops_panic_on_oops;
 static int kp_oops_saved_panic;
 
-/* x86_64: the first instruction after the ftrace site of kp_oops_opt_fn. */
+/*
+ * x86_64: the first instruction after the ftrace site of kp_oops_opt_fn
+ * (past its ENDBR, live or sealed, on IBT kernels).
+ */
 static int kp_oops_register_opt(void)
 {
 #ifdef CONFIG_X86_64
-	unsigned long start = (unsigned long)kp_oops_opt_fn;
+	unsigned long at = (unsigned long)kp_oops_opt_fn;
 	struct kp_insn insn;
-	int r = kp_decode_insn(start, &insn);
+	int r;
 
+	/* Opaque: objtool takes kp_oops_opt_fn + 4 for a pointer to code. */
+	OPTIMIZER_HIDE_VAR(at);
+	if (is_endbr(*(u32 *)at))
+		at += ENDBR_INSN_SIZE;
+	r = kp_decode_insn(at, &insn);
 	if (r)
 		return r;
-	kp_oops_kp_opt.addr = (void *)(start + insn.len);
+	kp_oops_kp_opt.addr = (void *)(at + insn.len);
 	return kp_register_kprobe(&kp_oops_kp_opt);
 #else
 	return 0;

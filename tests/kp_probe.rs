@@ -60,7 +60,7 @@ fn probe_args_counts_unregister(t: &mut Test) {
     p.pre_handler = Some(count_pre);
     p.post_handler = Some(count_post);
     kp_expect_eq!(t, register(&mut p), 0);
-    let target = addr_of(kp_kunit_args as *const ());
+    let target = crate::util::body(addr_of(kp_kunit_args as *const ()));
     kp_expect_eq!(t, p.addr as usize, target);
     for i in 0..10u64 {
         let r = kp_kunit_args(i, i * 2 + 1, 0xdead_0000 + i);
@@ -142,7 +142,8 @@ unsafe extern "C" fn false_redirect_pre(_p: *mut KpKprobe, _r: *mut bindings::pt
 /// entry and on the second instruction, with and without a post handler.
 fn probe_false_redirect_runs_instruction(t: &mut Test) {
     let entry = addr_of(kp_kunit_args as *const ());
-    for at in [entry, entry + insn_len_at(entry)] {
+    let body = crate::util::body(entry);
+    for at in [entry, body + insn_len_at(body)] {
         for post in [false, true] {
             reset();
             let mut p = KpKprobe::new();
@@ -173,7 +174,7 @@ fn probe_false_redirect_runs_instruction(t: &mut Test) {
 }
 
 fn probe_refusals(t: &mut Test) {
-    let target = addr_of(kp_kunit_args as *const ());
+    let target = crate::util::body(addr_of(kp_kunit_args as *const ()));
     let mut p = KpKprobe::new();
     p.addr = target as *mut _;
     kp_expect_eq!(t, register(&mut p), 0);

@@ -49,9 +49,22 @@ impl Rng {
 
 /// `(start, size)` of the function containing `addr`, via `sprint_symbol`.
 pub(crate) fn function_at(addr: usize) -> Option<(usize, usize)> {
+    symbol_at(addr).map(|(s, size, _)| (s, size))
+}
+
+/// `(start, size, preamble)` of the symbol containing `addr`; `preamble`:
+/// it is a `__cfi_` or `__pfx_` symbol, the padding and kCFI type hash the
+/// compiler puts before a function (not code; the engine refuses it, as the
+/// kernel's kprobes do).
+fn symbol_at(addr: usize) -> Option<(usize, usize, bool)> {
     let sym = crate::util::Sym::of(addr);
     let s = crate::ksym::parse_sprint_symbol(sym.bytes())?;
-    Some((addr.checked_sub(s.offset as usize)?, s.size as usize))
+    let preamble = s.name.starts_with(b"__cfi_") || s.name.starts_with(b"__pfx_");
+    Some((
+        addr.checked_sub(s.offset as usize)?,
+        s.size as usize,
+        preamble,
+    ))
 }
 
 /// A random instruction boundary inside `[start, start + size)`, whose
@@ -95,7 +108,8 @@ pub(crate) fn read_text(addr: usize, len: usize) -> Option<KVVec<u8>> {
 }
 
 /// The candidate functions of the random suites: the
-/// functions of the kernel text, and their text as it was when walked.
+/// functions of the kernel text (not the kCFI/padding preambles before
+/// them), and their text as it was when walked.
 pub(crate) struct Region {
     /// `(start, size)` of each function, in address order.
     pub(crate) funcs: KVec<(usize, usize)>,
@@ -115,7 +129,7 @@ impl Region {
         let mut funcs = KVec::new();
         let mut at = stext;
         while at < etext {
-            let Some((s, size)) = function_at(at) else {
+            let Some((s, size, preamble)) = symbol_at(at) else {
                 // No symbol here (alignment padding): the next word.
                 at += 16;
                 continue;
@@ -124,7 +138,8 @@ impl Region {
                 at += 16;
                 continue;
             }
-            if funcs.push((s, size), GFP_KERNEL).is_err() {
+            // Preambles are not functions: their refusal is kp_smoke's.
+            if !preamble && funcs.push((s, size), GFP_KERNEL).is_err() {
                 break;
             }
             at = s + size;

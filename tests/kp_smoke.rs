@@ -53,7 +53,9 @@ fn smoke_bad_requests(t: &mut Test) {
     // An ftrace call site (x86_64: inside the 5-byte NOP at the entry;
     // arm64: the NOP at entry + 4): ftrace rewrites those bytes.
     p.symbol_name = c"do_sys_open".as_ptr().cast();
-    p.offset = if cfg!(CONFIG_X86_64) { 1 } else { 4 };
+    let f = kp::lookup_symbol(c"do_sys_open").map_or(0, |s| s.addr);
+    // Past the landing pad for indirect calls, if any (ENDBR, BTI).
+    p.offset = (crate::util::body(f) - f) as u32 + if cfg!(CONFIG_X86_64) { 1 } else { 4 };
     kp_expect_eq!(
         t,
         register(&mut p),
@@ -226,6 +228,64 @@ fn smoke_module_blacklist(t: &mut Test) {
     crate::util::unregister(&mut p);
 }
 
+/// Every kernel function the engine resolved by name and calls through a
+/// pointer is called where an indirect call may land. On an IBT kernel the
+/// kernel sealed most of them at boot (their ENDBR overwritten, their kCFI
+/// hash zeroed): the engine must call a gate of its own, `endbr64; jmp
+/// <function>`. Elsewhere it calls the function itself.
+fn smoke_resolved_calls_land(t: &mut Test) {
+    let (mut n, mut gated) = (0, 0);
+    for idx in 0.. {
+        let mut call = 0usize;
+        // SAFETY: `call` is writable.
+        let name = unsafe { kp::kp_resolved_call(idx, &mut call) };
+        if name.is_null() {
+            break;
+        }
+        // SAFETY: a static NUL-terminated name.
+        let name = unsafe { core::ffi::CStr::from_ptr(name.cast()) };
+        n += 1;
+        let Some(addr) = kp::lookup_symbol(name).map(|s| s.addr) else {
+            t.fail(
+                file!(),
+                line!(),
+                format_args!("{:?}: resolved, but not found again", name),
+            );
+            continue;
+        };
+        kp_expect!(t, call != 0);
+        if call == addr {
+            #[cfg(CONFIG_X86_KERNEL_IBT)]
+            t.fail(
+                file!(),
+                line!(),
+                format_args!("{:?}: called directly on an IBT kernel", name),
+            );
+            continue;
+        }
+        gated += 1;
+        // The gate: endbr64, then jmp rel32 to the function.
+        let Some(b) = crate::kp_random::read_text(call, 9) else {
+            t.fail(
+                file!(),
+                line!(),
+                format_args!("{:?}: gate {:#x} unreadable", name, call),
+            );
+            continue;
+        };
+        kp_expect!(t, b[..4] == [0xf3, 0x0f, 0x1e, 0xfa]);
+        kp_expect_eq!(t, b[4], 0xe9);
+        let rel = i32::from_le_bytes([b[5], b[6], b[7], b[8]]);
+        kp_expect_eq!(t, (call + 9).wrapping_add(rel as isize as usize), addr);
+    }
+    t.info(format_args!(
+        "{} resolved functions called, {} through gates",
+        n, gated
+    ));
+    // kallsyms_lookup_name, the first, and the reserved-text checks at least.
+    kp_expect!(t, n >= 8);
+}
+
 kunit_suite!(
     kp_smoke,
     "kp_smoke",
@@ -234,6 +294,7 @@ kunit_suite!(
         smoke_bad_requests,
         smoke_abi_size,
         smoke_blacklist_covers_the_kernels,
-        smoke_module_blacklist
+        smoke_module_blacklist,
+        smoke_resolved_calls_land
     ]
 );

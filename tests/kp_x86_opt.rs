@@ -22,8 +22,14 @@ use kernel::bindings;
 static KP_OPT_DATA: AtomicU64 = AtomicU64::new(0x5a5a_0123);
 
 core::arch::global_asm!(
+    crate::util::x86_safe_macro!(),
     ".pushsection .text.kp_opt, \"ax\", @progbits",
     ".macro KP_OFN name",
+    // Not an indirect-branch target (IBT): the suites call it directly and
+    // take its address only to probe it (the kernel's ANNOTATE_NOENDBR).
+    ".pushsection .discard.noendbr",
+    ".long \\name",
+    ".popsection",
     ".globl \\name",
     ".type \\name, @function",
     ".p2align 4",
@@ -50,11 +56,11 @@ core::arch::global_asm!(
     "add %rdx, %rax",
     "add %rbx, %rax",
     "pop %rbx",
-    "ret",
+    "KP_SAFE ret",
     "KP_OEND kp_opt_mix",
     "KP_OFN kp_opt_ret9",
     "mov $9, %eax",
-    "ret",
+    "KP_SAFE ret",
     "KP_OEND kp_opt_ret9",
     // A frame at the entry: probed at +0, where a handler may return at once
     // or jump elsewhere.
@@ -63,7 +69,7 @@ core::arch::global_asm!(
     "mov %rsp, %rbp",
     "lea 1(%rdi), %rax",
     "pop %rbp",
-    "ret",
+    "KP_SAFE ret",
     "KP_OEND kp_opt_entry",
     // A loop whose back edge lands 2 bytes after the entry: a jump at +0
     // would cover it (refused). Returns max(rdi, 1) as u32.
@@ -72,16 +78,17 @@ core::arch::global_asm!(
     "1: add $1, %eax",
     "cmp %edi, %eax",
     "jb 1b",
-    "ret",
+    "KP_SAFE ret",
     "KP_OEND kp_opt_loopy",
     // A call 3 bytes after the entry: not relocatable (refused). 9 + rdi.
     "KP_OFN kp_opt_callsite",
     "mov %rdi, %rcx",
     "call kp_opt_ret9",
     "add %rdi, %rax",
-    "ret",
+    "KP_SAFE ret",
     "KP_OEND kp_opt_callsite",
     ".popsection",
+    ".purgem KP_SAFE",
     data = sym KP_OPT_DATA,
     options(att_syntax),
 );
@@ -121,10 +128,6 @@ const ARGS: [(u64, u64); 6] = [
     (0x1234_5678_9abc, 0xfedc),
     (5, u64::MAX - 1),
 ];
-
-fn fn_addr(f: *const ()) -> usize {
-    f as usize
-}
 
 /// What a handler does besides counting.
 #[derive(Clone, Copy)]
@@ -244,7 +247,7 @@ fn bytes(addr: usize, n: usize) -> [u8; 24] {
 
 /// The instruction offsets of `kp_opt_mix` (up to its `ret`).
 fn mix_offsets() -> KVec<usize> {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     let mut v = KVec::new();
     let mut off = 0;
     loop {
@@ -261,7 +264,7 @@ fn mix_offsets() -> KVec<usize> {
 }
 
 fn opt_each_instruction(t: &mut Test) {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     for &(a, b) in &ARGS {
         kp_expect_eq!(t, mix(a, b), mix_model(a, b), "model({:#x}, {:#x})", a, b);
     }
@@ -331,7 +334,7 @@ fn opt_each_instruction(t: &mut Test) {
 }
 
 fn opt_entry_redirect(t: &mut Test) {
-    let f = fn_addr(kp_opt_entry as *const ());
+    let f = crate::targets::addr_of(kp_opt_entry as *const ());
     // SAFETY: plain assembly functions.
     let call = |a: u64| unsafe { kp_opt_entry(black_box(a)) };
     kp_expect_eq!(t, call(41), 42);
@@ -361,7 +364,9 @@ fn opt_entry_redirect(t: &mut Test) {
     // Jump to another function instead.
     let p = match kp::Kprobe::register(
         Target::Address(f),
-        h(Act::JumpTo(fn_addr(kp_opt_ret9 as *const ()))),
+        h(Act::JumpTo(crate::targets::addr_of(
+            kp_opt_ret9 as *const (),
+        ))),
     ) {
         Ok(p) => p,
         Err(e) => {
@@ -376,7 +381,7 @@ fn opt_entry_redirect(t: &mut Test) {
 }
 
 fn opt_post_handler_unoptimizes(t: &mut Test) {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     let at = f + 4; // the lea
     let orig = bytes(at, 5);
     let Ok(a) = kp::Kprobe::register(Target::Address(at), h(Act::Count)) else {
@@ -426,7 +431,7 @@ fn opt_post_handler_unoptimizes(t: &mut Test) {
 }
 
 fn opt_inner_probe_unoptimizes(t: &mut Test) {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     // push (1) + mov (3) + lea (5): the jump at +0 covers +1 and +4.
     let Ok(a) = kp::Kprobe::register(Target::Address(f), h(Act::Count)) else {
         kp_expect!(t, false, "register a");
@@ -462,16 +467,16 @@ fn opt_refused_sites(t: &mut Test) {
     kp_expect_eq!(t, loopy, 5);
     kp_expect_eq!(t, callsite, 14);
     let l = kp::Kprobe::register(
-        Target::Address(fn_addr(kp_opt_loopy as *const ())),
+        Target::Address(crate::targets::addr_of(kp_opt_loopy as *const ())),
         h(Act::Count),
     );
     let c = kp::Kprobe::register(
-        Target::Address(fn_addr(kp_opt_callsite as *const ())),
+        Target::Address(crate::targets::addr_of(kp_opt_callsite as *const ())),
         h(Act::Count),
     );
     // A control the same optimizer run handles.
     let k = kp::Kprobe::register(
-        Target::Address(fn_addr(kp_opt_ret9 as *const ())),
+        Target::Address(crate::targets::addr_of(kp_opt_ret9 as *const ())),
         h(Act::Count),
     );
     let (Ok(l), Ok(c), Ok(k)) = (l, c, k) else {
@@ -499,7 +504,7 @@ fn opt_refused_sites(t: &mut Test) {
 }
 
 fn opt_disable_restores_bytes(t: &mut Test) {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     let at = f + 13; // the RIP-relative add (7 bytes)
     let orig = bytes(at, 7);
     let Ok(p) = kp::Kprobe::register(Target::Address(at), h(Act::Count)) else {
@@ -558,7 +563,7 @@ fn caller(n: usize) {
 const CONCURRENT_CALLS: usize = 1_000_000;
 
 fn opt_toggle_under_load(t: &mut Test) {
-    let f = fn_addr(kp_opt_mix as *const ());
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
     let at = f + 4;
     STOP.store(false, Ordering::SeqCst);
     CALLS.store(0, Ordering::SeqCst);

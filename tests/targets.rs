@@ -46,9 +46,12 @@ pub(crate) fn args_expected(a: u64, b: u64, c: u64) -> u64 {
     (a.wrapping_mul(31) ^ b.rotate_left(7)).wrapping_add(c)
 }
 
-/// Address of a function, as the engine sees it.
+/// Address of a function, as the engine sees it. Opaque to the compiler
+/// (`black_box`): `addr_of(f) + 4` must not become a reference to `f + 4`,
+/// which objtool takes for a pointer to code without an ENDBR (IBT).
+#[inline(never)]
 pub(crate) fn addr_of(f: *const ()) -> usize {
-    f as usize
+    black_box(f) as usize
 }
 
 /// Sleeps `ms` milliseconds, returns `ms * 2`.

@@ -108,6 +108,25 @@ pub(crate) fn text_word(addr: usize) -> u32 {
     unsafe { core::ptr::read_volatile(addr as *const u32) }
 }
 
+/// The first instruction of the function at `f` past its landing pad for
+/// indirect calls, if it has one: `endbr64` (x86_64 IBT; also the NOP a
+/// sealed one becomes) or `bti c` (arm64 BTI). What the engine probes for
+/// a request at the function's entry when it has no ftrace site (Rust
+/// functions); the tests that want an instruction before a given one start
+/// here rather than at `f`.
+pub(crate) fn body(f: usize) -> usize {
+    let w = text_word(f);
+    #[cfg(CONFIG_X86_64)]
+    let pad = w == 0xfa1e_0ff3 || w == 0x001f_0f66;
+    #[cfg(CONFIG_ARM64)]
+    let pad = w == 0xd503_245f;
+    if pad {
+        f + 4
+    } else {
+        f
+    }
+}
+
 extern "C" {
     fn call_usermodehelper(
         path: *const c_char,
@@ -237,3 +256,29 @@ pub(crate) fn this_cpu() -> u32 {
     // arm64) the task's `thread_info.cpu` is its CPU.
     unsafe { (*bindings::get_current()).thread_info.cpu }
 }
+
+/// A gas macro for the suites' x86_64 assembly targets, `KP_SAFE insn`:
+/// the instruction, marked for objtool as the kernel's
+/// `ANNOTATE_RETPOLINE_SAFE` / `ANNOTATE_UNRET_SAFE` mark it
+/// (arch/x86/include/asm/nospec-branch.h, which Rust cannot include). The
+/// targets keep their bare `ret`s and indirect branches on purpose, they
+/// are what the emulator is tested on, and production kernels
+/// (MITIGATION_RETHUNK, MITIGATION_RETPOLINE) refuse them unmarked. Each
+/// `global_asm!` block that defines it ends with `.purgem KP_SAFE` (the
+/// crate's blocks share one assembler).
+#[cfg(CONFIG_X86_64)]
+macro_rules! x86_safe_macro {
+    () => {
+        concat!(
+            ".macro KP_SAFE insn:vararg\n",
+            "999:\n",
+            ".pushsection .discard.retpoline_safe\n",
+            ".long 999b\n",
+            ".popsection\n",
+            "\\insn\n",
+            ".endm\n",
+        )
+    };
+}
+#[cfg(CONFIG_X86_64)]
+pub(crate) use x86_safe_macro;
