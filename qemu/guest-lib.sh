@@ -291,10 +291,17 @@ run_events_corpus() {
 			accepted=$((accepted + 1))
 		else
 			refused=$((refused + 1))
-			grep -q 'kp_events: error: ' $KP/error_log || {
+			# Shell builtins only (each fork costs a tenth of a second
+			# on the debug kernel under TCG; 1,000 inputs).
+			first=
+			read -r first <$KP/error_log
+			case $first in
+			*"kp_events: error: "*) ;;
+			*)
 				unexplained=$((unexplained + 1))
 				echo "refused without an error_log entry: $f"
-			}
+				;;
+			esac
 		fi
 		[ $((n % 50)) = 0 ] && echo >$E
 	done
