@@ -360,16 +360,16 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
     // the engine sees the first. Direct-call decoding cannot find them.
     // Read at load: a die notifier registered later is not covered.
     let mut cbs = [0usize; 32];
-    let n = match symbols::lookup_name(c_str!("die_chain")) {
+    let chain = symbols::lookup_name(c_str!("die_chain")).unwrap_or(0);
+    let mut n = 0;
+    if chain != 0 {
         // SAFETY: `die_chain` is the kernel's `struct atomic_notifier_head`;
         // `cbs` has room for the count given.
-        Some(h) => {
-            (unsafe {
-                kp_helper_notifier_callbacks(h as *mut c_void, cbs.as_mut_ptr(), cbs.len() as u32)
-            }) as usize
-        }
-        None => 0,
-    };
+        let got = unsafe {
+            kp_helper_notifier_callbacks(chain as *mut c_void, cbs.as_mut_ptr(), cbs.len() as u32)
+        };
+        n = got as usize;
+    }
     for &cb in cbs.iter().take(n) {
         let Some(s) = symbols::symbol_at(cb) else {
             continue;
