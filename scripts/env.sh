@@ -36,7 +36,9 @@ llvm_for() { case "$1" in *-hardened) echo -19 ;; *) echo 1 ;; esac; }
 llvm_env() {
 	local v l
 	l=$(llvm_for "${1:-x86_64}")
-	if [ "$l" = 1 ]; then v=$(clang -dumpversion 2>/dev/null | cut -d. -f1); else v=${l#-}; fi
+	# Before setup.sh installs clang there is none: no path then (and no
+	# failure under `set -e -o pipefail`).
+	if [ "$l" = 1 ]; then v=$(clang -dumpversion 2>/dev/null | cut -d. -f1 || true); else v=${l#-}; fi
 	[ -z "$v" ] || export LIBCLANG_PATH=/usr/lib/llvm-$v/lib
 }
 llvm_env
