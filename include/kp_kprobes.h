@@ -134,6 +134,10 @@ int kp_register_kretprobe(struct kp_kretprobe *rp);
 /* No new calls are tracked after this returns; calls still inside the
  * function return correctly later, without running the handler. */
 void kp_unregister_kretprobe(struct kp_kretprobe *rp);
+/* All or nothing, as kp_register_kprobes(); the batch unregister waits
+ * once for the whole batch. */
+int kp_register_kretprobes(struct kp_kretprobe **rps, int num);
+void kp_unregister_kretprobes(struct kp_kretprobe **rps, int num);
 
 /* ---- queries for probe writers ---- */
 

@@ -36,7 +36,7 @@ if true; then
 	# entry (no ftrace registers in 6.12).
 	case $ARCH in
 	x86_64) check debugfs-list-ftrace grep -qE 'do_sys_open\+0x[04]  \[FTRACE\]' $KP/list ;;
-	*) check debugfs-list-brk grep -q 'do_sys_open+0x8  missed=' $KP/list ;;
+	*) check debugfs-list-brk grep -qE 'do_sys_open\+0x[8c]  missed=' $KP/list ;;
 	esac
 	check debugfs-enabled-reads-1 grep -qx 1 $KP/enabled
 	echo 0 >$KP/enabled

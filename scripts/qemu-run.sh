@@ -43,6 +43,9 @@ chmod +x "$root/init"
 accel=(-accel tcg)
 [ "${QEMU_ACCEL:-tcg}" = kvm ] && accel=(-accel kvm)
 common=(-smp 2 -m 1024 -nographic -no-reboot -initrd "$out/initramfs.cpio.gz" "${accel[@]}")
+# KP_QEMU_MONITOR=path: an HMP monitor on that unix socket (debugging a hung guest:
+# "info registers -a").
+[ -n "${KP_QEMU_MONITOR:-}" ] && common+=(-monitor "unix:$KP_QEMU_MONITOR,server,nowait")
 cmdline="panic=-1 oops=panic loglevel=7 ${KP_CMDLINE:-}"
 case $karch in
 x86_64)
@@ -50,7 +53,12 @@ x86_64)
 	     -append "console=ttyS0 $cmdline" "${common[@]}") ;;
 arm64)
 	# GICv3 for pseudo-NMIs (the PMU's overflow interrupt is one: kp_nmi).
-	cmd=(qemu-system-aarch64 -M virt,gic-version=3 -cpu cortex-a57 -kernel "$kdir/arch/arm64/boot/Image"
+	# The hardened kernel needs a CPU with PAC and BTI, which TCG enforces
+	# (the implementation-defined PAC algorithm: QARMA5 is several times
+	# slower to emulate). QEMU's virt board hands the kernel a KASLR seed.
+	cpu=cortex-a57
+	[ "$arch" = arm64-hardened ] && cpu=max,pauth-impdef=on
+	cmd=(qemu-system-aarch64 -M virt,gic-version=3 -cpu "$cpu" -kernel "$kdir/arch/arm64/boot/Image"
 	     -append "console=ttyAMA0 irqchip.gicv3_pseudo_nmi=1 $cmdline" "${common[@]}") ;;
 esac
 echo "[qemu] $arch $job: console log in $log" >&2

@@ -111,6 +111,10 @@ extern "C" {
     pub fn kp_register_kretprobe(rp: *mut KpKretprobe) -> c_int;
     /// Unregisters a return probe.
     pub fn kp_unregister_kretprobe(rp: *mut KpKretprobe);
+    /// Registers `num` return probes, all or nothing.
+    pub fn kp_register_kretprobes(rps: *mut *mut KpKretprobe, num: c_int) -> c_int;
+    /// Unregisters `num` return probes (one wait for the batch).
+    pub fn kp_unregister_kretprobes(rps: *mut *mut KpKretprobe, num: c_int);
     /// Why `addr` cannot be probed, or null.
     pub fn kp_blacklisted(addr: usize) -> *const core::ffi::c_char;
     /// `kp_blacklist_range()`: the `idx`-th refused range and its reason,

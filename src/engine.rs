@@ -44,7 +44,10 @@ use kernel::prelude::*;
 
 pub use blacklist::{kp_blacklist_range, kp_blacklisted};
 pub use events::{kp_event_command, kp_event_id};
-pub use kretprobe::{kp_register_kretprobe, kp_unregister_kretprobe};
+pub use kretprobe::{
+    kp_register_kretprobe, kp_register_kretprobes, kp_unregister_kretprobe,
+    kp_unregister_kretprobes,
+};
 pub use query::{kp_decode_insn, kp_lookup_symbol};
 pub use registry::{
     kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,

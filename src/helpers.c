@@ -37,6 +37,8 @@ EXPORT_SYMBOL_GPL(kp_blacklist_range);
 EXPORT_SYMBOL_GPL(kp_resolved_call);
 EXPORT_SYMBOL_GPL(kp_register_kretprobe);
 EXPORT_SYMBOL_GPL(kp_unregister_kretprobe);
+EXPORT_SYMBOL_GPL(kp_register_kretprobes);
+EXPORT_SYMBOL_GPL(kp_unregister_kretprobes);
 EXPORT_SYMBOL_GPL(kp_kprobe_abi_size);
 EXPORT_SYMBOL_GPL(kp_lookup_symbol);
 EXPORT_SYMBOL_GPL(kp_decode_insn);

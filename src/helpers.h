@@ -97,6 +97,8 @@ bool kp_x86_fault(struct pt_regs *regs, int trapnr);
 /* arch/arm64/helpers.c */
 int kp_helper_arm64_brk_hook_init(void);
 void kp_helper_arm64_brk_hook_exit(void);
+unsigned long kp_helper_arm64_irq_save(void);
+void kp_helper_arm64_irq_restore(unsigned long flags);
 void kp_helper_isb(void);
 /* Rust, arch/arm64/trap.rs */
 bool kp_arm64_brk(unsigned long esr, struct pt_regs *regs);

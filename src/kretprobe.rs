@@ -478,6 +478,100 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
     reap(&g);
 }
 
+/// `kp_register_kretprobes()`: registers `num` kretprobes, all or nothing:
+/// when one fails, those already registered are unregistered and its error
+/// returned.
+///
+/// # Safety
+///
+/// `rps` points to `num` pointers, each valid as for
+/// `kp_register_kretprobe()`.
+#[no_mangle]
+pub unsafe extern "C" fn kp_register_kretprobes(rps: *mut *mut KpKretprobe, num: c_int) -> c_int {
+    if rps.is_null() || num <= 0 {
+        return EINVAL.to_errno();
+    }
+    for i in 0..num as usize {
+        // SAFETY: per the function's contract.
+        let r = unsafe { kp_register_kretprobe(*rps.add(i)) };
+        if r != 0 {
+            // SAFETY: the first `i` were registered just above.
+            unsafe { kp_unregister_kretprobes(rps, i as c_int) };
+            return r;
+        }
+    }
+    0
+}
+
+/// `kp_unregister_kretprobes()`: as `kp_unregister_kretprobe()` for each,
+/// with one wait for the entry probes and one for running return handlers
+/// for the whole batch (the kernel's `unregister_kretprobes()` does the
+/// same).
+///
+/// # Safety
+///
+/// `rps` points to `num` pointers, each null or a kretprobe passed to
+/// `kp_register_kretprobe()`.
+#[no_mangle]
+pub unsafe extern "C" fn kp_unregister_kretprobes(rps: *mut *mut KpKretprobe, num: c_int) {
+    if rps.is_null() || num <= 0 {
+        return;
+    }
+    let n = num as usize;
+    let (Ok(mut kps), Ok(mut rpv)) = (
+        KVec::<*mut KpKprobe>::with_capacity(n, GFP_KERNEL),
+        KVec::<*mut KpKretprobe>::with_capacity(n, GFP_KERNEL),
+    ) else {
+        // No memory for the batch: one by one, a wait each.
+        for i in 0..n {
+            // SAFETY: per the function's contract.
+            unsafe { kp_unregister_kretprobe(*rps.add(i)) };
+        }
+        return;
+    };
+    for i in 0..n {
+        // SAFETY: per the function's contract.
+        let rp = unsafe { *rps.add(i) };
+        // SAFETY: null or a kretprobe passed to registration.
+        if rp.is_null() || unsafe { (*rp).kp_private.is_null() } {
+            continue;
+        }
+        // Capacity was reserved for all of them.
+        // SAFETY: `rp` is valid; its first field is the entry probe.
+        let _ = kps.push(unsafe { core::ptr::addr_of_mut!((*rp).kp) }, GFP_KERNEL);
+        let _ = rpv.push(rp, GFP_KERNEL);
+    }
+    if rpv.is_empty() {
+        return;
+    }
+    // No new entries after this (one grace period for all of them).
+    // SAFETY: registered entry probes.
+    unsafe { crate::registry::kp_unregister_kprobes(kps.as_mut_ptr(), kps.len() as c_int) };
+    for &rp in rpv.iter() {
+        // SAFETY: the pool lives until reaped, which needs it dead first.
+        unsafe {
+            (*(*rp).kp_private.cast::<Pool>())
+                .rp
+                .store(null_mut(), Ordering::Release)
+        };
+    }
+    // Handlers running on a return see the old pointers; wait for them.
+    // SAFETY: process context.
+    unsafe { bindings::synchronize_rcu() };
+    let g = RegGuard::lock();
+    for &rp in rpv.iter() {
+        // SAFETY: as in `kp_unregister_kretprobe`: the pool is dead now,
+        // and on no list.
+        unsafe {
+            let pool = (*rp).kp_private.cast::<Pool>();
+            (*rp).kp.pre_handler = None;
+            (*rp).kp_private = null_mut();
+            add_zombie(&g, pool);
+        }
+    }
+    reap(&g);
+}
+
 /// Whether `kp` is the entry probe of a kretprobe (its pre handler is the
 /// engine's).
 pub(crate) fn is_entry_probe(kp: &KpKprobe) -> bool {

@@ -111,6 +111,13 @@ bool kp_test_in_nmi(void)
 	return in_nmi();
 }
 
+bool kp_test_irqs_disabled(void);
+
+bool kp_test_irqs_disabled(void)
+{
+	return irqs_disabled();
+}
+
 int kp_test_c_target(int value);
 u64 kp_test_c_args(u64 a, u64 b, u64 c);
 /*

@@ -19,10 +19,10 @@ pub(crate) type Func = unsafe extern "C" fn(u64, u64) -> u64;
 
 /// Bytes before each assembly function's first instruction: the landing
 /// pad that indirect calls need on kernels that enforce them (x86_64 IBT:
-/// `endbr64`). The table's offsets count from after it.
-#[cfg(CONFIG_X86_KERNEL_IBT)]
+/// `endbr64`; arm64 BTI: `bti c`). The table's offsets count from after it.
+#[cfg(any(CONFIG_X86_KERNEL_IBT, CONFIG_ARM64_BTI_KERNEL))]
 pub(crate) const ENTRY_PAD: u32 = 4;
-#[cfg(not(CONFIG_X86_KERNEL_IBT))]
+#[cfg(not(any(CONFIG_X86_KERNEL_IBT, CONFIG_ARM64_BTI_KERNEL)))]
 pub(crate) const ENTRY_PAD: u32 = 0;
 
 extern "C" {

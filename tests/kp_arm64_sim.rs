@@ -5,7 +5,28 @@
 //! functions. Each function's results with the probe must equal its results
 //! without it, and the probe must fire on every call.
 
+use crate::insn_table::ENTRY_PAD;
 use crate::kunit::Test;
+
+/// The landing pads of BTI kernels (every function is called through a
+/// pointer here; `br`/`blr` land on the labels), as the compiler emits them:
+/// `bti c` where `blr` lands, `bti j` where `br` lands. Empty elsewhere
+/// (`insn_table::ENTRY_PAD`).
+#[cfg(CONFIG_ARM64_BTI_KERNEL)]
+macro_rules! bti {
+    (c) => {
+        "bti c"
+    };
+    (j) => {
+        "bti j"
+    };
+}
+#[cfg(not(CONFIG_ARM64_BTI_KERNEL))]
+macro_rules! bti {
+    ($_:ident) => {
+        ""
+    };
+}
 
 core::arch::global_asm!(
     ".pushsection .text.kp_sim, \"ax\", %progbits",
@@ -14,6 +35,7 @@ core::arch::global_asm!(
     ".type \\name, %function",
     ".balign 8",
     "\\name:",
+    bti!(c),
     ".endm",
     // adr / adrp: return an address computed from the pc.
     "KP_FN kp_sim_adr",
@@ -94,7 +116,9 @@ core::arch::global_asm!(
     "br x1",
     "mov x0, #0",
     "ret",
-    "1: mov x0, #4",
+    "1:",
+    bti!(j),
+    "mov x0, #4",
     "ret",
     "KP_FN kp_sim_blr",
     "mov x9, x30",
@@ -102,7 +126,9 @@ core::arch::global_asm!(
     "blr x1",
     "mov x30, x9",
     "ret",
-    "1: mov x0, #5",
+    "1:",
+    bti!(c),
+    "mov x0, #5",
     "ret",
     "KP_FN kp_sim_ret",
     "mov x0, #7",
@@ -166,19 +192,23 @@ extern "C" {
 
 /// Instructions that run out of line (every instruction of `kp_step_stack`).
 const STEPPED: &[crate::insn_table::Entry] = &[
-    (c"kp_sim_step_add", kp_sim_step_add, 0),
-    (c"kp_step_stack", kp_step_stack, 0),
-    (c"kp_step_stack", kp_step_stack, 4),
-    (c"kp_step_stack", kp_step_stack, 8),
-    (c"kp_step_stack", kp_step_stack, 12),
-    (c"kp_step_stack", kp_step_stack, 16),
-    (c"kp_step_stack", kp_step_stack, 20),
-    (c"kp_step_flags", kp_step_flags, 0),
-    (c"kp_step_flags", kp_step_flags, 4),
-    (c"kp_step_adds", kp_step_adds, 0),
-    (c"kp_step_madd", kp_step_madd, 0),
-    (c"kp_step_udiv", kp_step_udiv, 0),
-    (c"kp_step_nop", kp_step_nop, 0),
+    (c"kp_sim_step_add", kp_sim_step_add, ENTRY_PAD),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD + 4),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD + 8),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD + 12),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD + 16),
+    (c"kp_step_stack", kp_step_stack, ENTRY_PAD + 20),
+    (c"kp_step_flags", kp_step_flags, ENTRY_PAD),
+    (c"kp_step_flags", kp_step_flags, ENTRY_PAD + 4),
+    (c"kp_step_adds", kp_step_adds, ENTRY_PAD),
+    (c"kp_step_madd", kp_step_madd, ENTRY_PAD),
+    (c"kp_step_udiv", kp_step_udiv, ENTRY_PAD),
+    (c"kp_step_nop", kp_step_nop, ENTRY_PAD),
+    // The branch targets of `kp_sim_br` and `kp_sim_blr`: on BTI kernels
+    // their landing pads (`bti j`, `bti c`), reached with BTYPE set.
+    (c"kp_sim_br", kp_sim_br, ENTRY_PAD + 16),
+    (c"kp_sim_blr", kp_sim_blr, ENTRY_PAD + 20),
 ];
 
 /// Each simulated class: no second trap, with or without a post handler.

@@ -118,10 +118,10 @@ fn ftrace_entry_pre_post(t: &mut Test) {
     );
     let f = kp::lookup_symbol(c"jiffies_to_msecs").map_or(0, |s| s.addr);
     // x86_64: the ftrace site is the entry (or past endbr64); arm64: past
-    // the two patchable-entry instructions.
+    // the two patchable-entry instructions (and a BTI kernel's `bti c`).
     kp_expect!(
         t,
-        p.addr() >= f && p.addr() <= f + 8,
+        p.addr() >= f && p.addr() <= f + 8 + if cfg!(CONFIG_ARM64_BTI_KERNEL) { 4 } else { 0 },
         "addr {:#x} fn {:#x}",
         p.addr(),
         f

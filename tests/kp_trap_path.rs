@@ -162,10 +162,11 @@ fn every_listed_instruction_refused(t: &mut Test) {
             kp_expect!(
                 t,
                 false,
-                "range {:#x}-{:#x} of {} bytes",
+                "range {:#x}-{:#x} of {} bytes ({})",
                 r.start,
                 r.end,
-                len
+                len,
+                kernel::str::BStr::from_bytes(r.reason)
             );
             continue;
         }

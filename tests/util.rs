@@ -84,22 +84,17 @@ pub(crate) fn insn_len_at(addr: usize) -> usize {
     }
 }
 
-/// Whether interrupts are off on this CPU (handlers must run that way).
+/// Whether interrupts are off on this CPU (handlers must run that way), as
+/// the kernel sees it: `irqs_disabled()`, which on arm64 with pseudo-NMIs
+/// reads the interrupt priority mask, not DAIF (a handler that ran with
+/// only DAIF masked would look "enabled" to lockdep and to every
+/// `irqs_disabled()` check in code it calls).
 pub(crate) fn irqs_disabled() -> bool {
-    #[cfg(CONFIG_X86_64)]
-    {
-        let flags: u64;
-        // SAFETY: reads RFLAGS; balanced push/pop.
-        unsafe { core::arch::asm!("pushfq", "pop {}", out(reg) flags) };
-        flags & (1 << 9) == 0
+    extern "C" {
+        fn kp_test_irqs_disabled() -> bool;
     }
-    #[cfg(CONFIG_ARM64)]
-    {
-        let daif: u64;
-        // SAFETY: reads DAIF.
-        unsafe { core::arch::asm!("mrs {}, daif", out(reg) daif) };
-        daif & (1 << 7) != 0
-    }
+    // SAFETY: reads this CPU's interrupt state.
+    unsafe { kp_test_irqs_disabled() }
 }
 
 /// The first byte (x86_64) or word (arm64) of text at `addr`.

@@ -96,3 +96,23 @@ void kp_helper_isb(void)
 {
 	isb();
 }
+
+/*
+ * For the post and return trampolines, which mask DAIF themselves (or come
+ * from an eret that did): with pseudo-NMIs the kernel masks interrupts by
+ * priority (ICC_PMR_EL1), so irqs_disabled() and lockdep would still say
+ * "on" inside the handlers. local_irq_save() sets the priority mask and
+ * tells lockdep; restore puts back what the interrupted context had.
+ */
+unsigned long kp_helper_arm64_irq_save(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	return flags;
+}
+
+void kp_helper_arm64_irq_restore(unsigned long flags)
+{
+	local_irq_restore(flags);
+}

@@ -9,7 +9,10 @@
 //! The trampoline saves a `struct pt_regs`, masks interrupts, calls
 //! [`kp_arm64_kret_return`] (which runs the handler through
 //! `crate::kretprobe::on_return` and puts the real return address in x30
-//! and pc), restores everything and returns there.
+//! and pc), restores everything and returns there. Its frame record (x29
+//! pointing at the saved x29/x30, x30 the real return address before the
+//! handlers run) lets a stack trace taken in a handler reach the probed
+//! function's caller.
 
 use super::Arch;
 use super::{decode, patch, KP_BRK_SS_IMM};
@@ -35,6 +38,10 @@ core::arch::global_asm!(
     "orr x0, x0, x1",
     "str x0, [sp, #264]",
     "msr daifset, #3",
+    // A frame record for the unwinder: the saved x29 and x30 (which holds
+    // the real return address before any handler runs), as the kernel's
+    // own return trampoline does. x29 comes back with the other registers.
+    "add x29, sp, #232",
     "mov x0, sp",
     "bl kp_arm64_kret_return",
     "ldr x0, [sp, #264]",
@@ -66,7 +73,16 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
     let stub = super::regs::x(regs, 30).unwrap_or(0);
-    let ret = kretprobe::on_return(slots::index_of(stub), regs, |_| {});
+    // DAIF is masked; tell the kernel's IRQ-state tracking (see `IrqsOff`).
+    let _off = super::IrqsOff::new();
+    // The frame record the trampoline made (its x29, x30) shows the real
+    // return address to an unwinder in the handlers: x30 of `regs`.
+    let lr = super::regs::x_ptr(regs, 30);
+    // SAFETY: `lr` points into the trampoline's frame, live for this call;
+    // written before the handlers see `regs`.
+    let ret = kretprobe::on_return(slots::index_of(stub), regs, |ret| unsafe {
+        lr.write(ret as u64)
+    });
     super::regs::set_x(regs, 30, ret);
     ret
 }

@@ -75,6 +75,32 @@ use kernel::prelude::*;
 extern "C" {
     fn kp_helper_this_cpu_ptr(p: *mut core::ffi::c_void) -> *mut core::ffi::c_void;
     fn kp_helper_counter_inc(c: *mut u64);
+    fn kp_helper_arm64_irq_save() -> core::ffi::c_ulong;
+    fn kp_helper_arm64_irq_restore(flags: core::ffi::c_ulong);
+}
+
+/// `local_irq_save()` for the scope of a value, in the trampolines that mask
+/// DAIF themselves (the post and return paths; the BRK path is an exception,
+/// whose entry code already raised the priority mask). With pseudo-NMIs the
+/// kernel masks interrupts by priority, not DAIF: without this,
+/// `irqs_disabled()` and lockdep would say "enabled" inside the handlers.
+pub(crate) struct IrqsOff(core::ffi::c_ulong);
+
+impl IrqsOff {
+    /// Masks interrupts the kernel's way (a no-op for the CPU: DAIF is
+    /// already masked) until the value is dropped.
+    pub(crate) fn new() -> Self {
+        // SAFETY: local_irq_save() from any context.
+        Self(unsafe { kp_helper_arm64_irq_save() })
+    }
+}
+
+impl Drop for IrqsOff {
+    fn drop(&mut self) {
+        // SAFETY: the flags `new` saved, on the same CPU (interrupts masked
+        // throughout).
+        unsafe { kp_helper_arm64_irq_restore(self.0) };
+    }
 }
 
 /// The BRK immediate of our probes. Unused by the kernel (brk-imm.h: 0x004
@@ -146,6 +172,10 @@ fn slot_words(orig: u32, addr: usize, slot: usize) -> Option<([u32; SLOT_SIZE / 
 
 /// `mov x9, x30`: the first patchable-entry instruction ftrace owns.
 const MOV_X9_X30: u32 = 0xaa1e_03e9;
+/// `bti c` and `bti jc`: the landing pad of a function called through a
+/// pointer on BTI kernels (before ftrace's patchable entry).
+const BTI_C: u32 = 0xd503_245f;
+const BTI_JC: u32 = 0xd503_24df;
 /// `nop`.
 const NOP: u32 = 0xd503_201f;
 
@@ -419,18 +449,30 @@ impl Entries for Arch {
     /// an address is refused when a site lies within the next 12 bytes.
     const FTRACE_GUARD: usize = 12;
 
-    /// Where a probe asked for at a function's entry really goes: past the two
+    /// Where a probe asked for at a function's entry really goes: past the
+    /// BTI landing pad (`bti c`) of BTI kernels, and past the two
     /// patchable-entry instructions ftrace owns (`mov x9, x30` and a NOP or
-    /// `bl ftrace_caller`), which ftrace may rewrite at any time.
+    /// `bl ftrace_caller`), which ftrace may rewrite at any time. On a
+    /// PAC/shadow-call-stack kernel that is before `paciasp` and the shadow
+    /// stack push: a kretprobe's new return address is the one signed and
+    /// pushed.
     fn entry_probe_address(start: usize, size: usize) -> usize {
-        let (Ok(a), Ok(b)) = (read_insn(start), read_insn(start + 4)) else {
+        let Ok(first) = read_insn(start) else {
             return start;
         };
-        let second_is_ftrace = b == NOP || matches!(decode::classify(b), Class::Bl { .. });
-        if (a == MOV_X9_X30 || a == NOP) && second_is_ftrace && size > 8 {
-            start + 8
+        let at = if (first == BTI_C || first == BTI_JC) && size > 4 {
+            start + 4
         } else {
             start
+        };
+        let (Ok(a), Ok(b)) = (read_insn(at), read_insn(at + 4)) else {
+            return at;
+        };
+        let second_is_ftrace = b == NOP || matches!(decode::classify(b), Class::Bl { .. });
+        if (a == MOV_X9_X30 || a == NOP) && second_is_ftrace && size > at - start + 8 {
+            at + 8
+        } else {
+            at
         }
     }
 

@@ -112,7 +112,11 @@ pub(crate) unsafe extern "C" fn kp_arm64_post_hit(regs: *mut bindings::pt_regs, 
     super::regs::set_ip(regs, addr.wrapping_add(4));
     let flags = super::regs::flags(regs);
     super::regs::set_flags(regs, flags | EL1H_DAIF_MASKED);
-    crate::hit::on_step_jump(addr, regs);
+    {
+        // DAIF is masked; tell the kernel's IRQ-state tracking (see `IrqsOff`).
+        let _off = super::IrqsOff::new();
+        crate::hit::on_step_jump(addr, regs);
+    }
     if super::regs::sp(regs) != sp {
         // The frame lies just below the stack pointer: returning with
         // another one is not done here. Only a new pc can be honoured.

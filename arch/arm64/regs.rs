@@ -28,6 +28,13 @@ pub fn set_x(r: &mut pt_regs, n: usize, v: usize) {
     }
 }
 
+/// Where `xN` (0..=30) is kept in `r` (for a write while `r` is lent out).
+pub(crate) fn x_ptr(r: &mut pt_regs, n: usize) -> *mut u64 {
+    let regs = &mut user_mut(r).regs;
+    let n = n.min(regs.len() - 1);
+    core::ptr::addr_of_mut!(regs[n])
+}
+
 /// The program counter.
 pub fn ip(r: &pt_regs) -> usize {
     user(r).pc as usize

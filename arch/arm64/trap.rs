@@ -40,9 +40,23 @@ pub(crate) unsafe extern "C" fn kp_arm64_brk(esr: usize, regs: *mut bindings::pt
     let regs = unsafe { &mut *regs };
     let pc = regs::ip(regs);
     if imm == KP_BRK_SS_IMM {
-        return hit::on_step_done(pc, regs);
+        // Not ours (a stale branch into a freed slot): the kernel's
+        // dispatcher reports it.
+        if !hit::on_step_done(pc, regs) {
+            return false;
+        }
+        regs::set_flags(regs, regs::flags(regs) & !super::BTYPE_MASK);
+        return true;
     }
     if hit::on_break(pc, regs) {
+        // The exception returns somewhere else than the BRK (a slot, the
+        // next instruction, a simulated branch's target, a handler's new pc),
+        // as if reached in sequence: the BTYPE of the branch that led to the
+        // probed instruction (a function's `bti c` reached by `blr`) must not
+        // make the first instruction there fault on a BTI kernel. The probed
+        // address itself passed the check (a BRK is valid at any landing
+        // pad).
+        regs::set_flags(regs, regs::flags(regs) & !super::BTYPE_MASK);
         return true;
     }
     // Our BRK may have been removed after this CPU took it: the original
