@@ -532,8 +532,9 @@ pub unsafe extern "C" fn kp_unregister_kretprobes(rps: *mut *mut KpKretprobe, nu
     for i in 0..n {
         // SAFETY: per the function's contract.
         let rp = unsafe { *rps.add(i) };
-        // SAFETY: null or a kretprobe passed to registration.
-        if rp.is_null() || unsafe { (*rp).kp_private.is_null() } {
+        // SAFETY: null or a kretprobe passed to registration. The same
+        // kretprobe twice in the batch is taken once.
+        if rp.is_null() || unsafe { (*rp).kp_private.is_null() } || rpv.contains(&rp) {
             continue;
         }
         // Capacity was reserved for all of them.

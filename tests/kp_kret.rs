@@ -211,9 +211,11 @@ fn kret_batch(t: &mut Test) {
     KRPH_VAL.store(0, Ordering::SeqCst);
     kp_expect_eq!(t, kp_kunit_target2(rand1), rand1 / div() + 1);
     kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
-    // SAFETY: registered above; a second unregister of the batch is a no-op.
+    // SAFETY: registered above; the same kretprobe twice in a batch is
+    // unregistered once; a second unregister of the batch is a no-op.
     unsafe {
-        kp::kp_unregister_kretprobes(two.as_mut_ptr(), 2);
+        let mut three: [*mut KpKretprobe; 3] = [two[0], two[1], two[0]];
+        kp::kp_unregister_kretprobes(three.as_mut_ptr(), 3);
         kp::kp_unregister_kretprobes(two.as_mut_ptr(), 2);
     }
     kp_expect_eq!(t, crate::kp::stats().probes, base.probes);
