@@ -113,3 +113,32 @@ pub fn parse_sym_spec(s: &[u8]) -> Option<SymSpec<'_>> {
     }
     Some(SymSpec { module, name })
 }
+
+/// Bytes to keep free before the buffer handed to `sprint_symbol()`. For a
+/// module symbol whose name does not fit `KSYM_NAME_LEN` (Rust's mangled
+/// generic names can be longer), 6.12's `module_address_lookup()` returns
+/// `strscpy()`'s -E2BIG (-7) as the name's length, and `__sprint_symbol()`
+/// then writes `+off/size [module]` 7 bytes *before* the buffer: on the
+/// stack, over the callee's saved return address.
+pub const SPRINT_HEADROOM: usize = 8;
+
+/// After `sprint_symbol()` wrote into `buf[SPRINT_HEADROOM..]` of a zeroed
+/// `buf`, moves its text to the start of `buf`: from where the kernel
+/// really started writing (7 bytes early when the name did not fit: the
+/// text is then `+off/size [module]` without the name).
+pub fn settle_sprint_symbol(buf: &mut [u8]) {
+    let early = SPRINT_HEADROOM.saturating_sub(7);
+    let from = if buf.get(early).is_some_and(|&b| b != 0) {
+        early
+    } else {
+        SPRINT_HEADROOM
+    };
+    if from >= buf.len() {
+        return;
+    }
+    buf.copy_within(from.., 0);
+    let len = buf.len();
+    for b in buf.iter_mut().skip(len.saturating_sub(from)) {
+        *b = 0;
+    }
+}

@@ -261,9 +261,16 @@ pub(crate) fn symbol_at(addr: usize) -> Option<Symbol> {
         size: 0,
         in_module: false,
     };
-    // SAFETY: `buf` is larger than KSYM_SYMBOL_LEN, the most `sprint_symbol`
-    // writes; any address is a valid argument.
-    unsafe { bindings::sprint_symbol(s.buf.as_mut_ptr().cast(), addr) };
+    // SAFETY: `buf` past the headroom is larger than KSYM_SYMBOL_LEN, the
+    // most `sprint_symbol` writes, and the headroom takes what it writes
+    // before its buffer (see `SPRINT_HEADROOM`); any address is valid.
+    unsafe {
+        bindings::sprint_symbol(
+            s.buf.as_mut_ptr().add(crate::ksym::SPRINT_HEADROOM).cast(),
+            addr,
+        )
+    };
+    crate::ksym::settle_sprint_symbol(&mut s.buf);
     let SymInfo {
         offset,
         size,

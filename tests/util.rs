@@ -229,8 +229,16 @@ impl Sym {
     /// Looks up `addr`.
     pub(crate) fn of(addr: usize) -> Self {
         let mut s = Sym { buf: [0; 1024] };
-        // SAFETY: the buffer is larger than KSYM_SYMBOL_LEN.
-        unsafe { bindings::sprint_symbol(s.buf.as_mut_ptr().cast(), addr) };
+        // SAFETY: the buffer past the headroom is larger than
+        // KSYM_SYMBOL_LEN; the headroom takes what the kernel writes before
+        // it for names too long (`ksym::SPRINT_HEADROOM`).
+        unsafe {
+            bindings::sprint_symbol(
+                s.buf.as_mut_ptr().add(crate::ksym::SPRINT_HEADROOM).cast(),
+                addr,
+            )
+        };
+        crate::ksym::settle_sprint_symbol(&mut s.buf);
         s
     }
 

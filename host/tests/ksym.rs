@@ -90,3 +90,29 @@ fn sym_specs() {
     let long = vec![b'a'; 600];
     assert_eq!(parse_sym_spec(&long), None);
 }
+
+/// `sprint_symbol()` into a buffer with headroom: the text moves to the
+/// start, from the headroom's end normally, from 7 bytes before it when the
+/// kernel wrote there (a module symbol name too long for KSYM_NAME_LEN).
+#[test]
+fn sprint_symbol_headroom() {
+    use kprobes_logic::ksym::{settle_sprint_symbol, SPRINT_HEADROOM};
+    let mut buf = [0u8; 64];
+    let t = b"vfs_read+0x4/0x1c0";
+    buf[SPRINT_HEADROOM..SPRINT_HEADROOM + t.len()].copy_from_slice(t);
+    settle_sprint_symbol(&mut buf);
+    assert_eq!(&buf[..t.len()], t);
+    assert!(buf[t.len()..].iter().all(|&b| b == 0));
+    // The name did not fit: the kernel wrote "+off/size [mod]" 7 bytes early,
+    // over the head of the truncated name.
+    let mut buf = [0u8; 64];
+    buf[SPRINT_HEADROOM..SPRINT_HEADROOM + 20].copy_from_slice(&[b'x'; 20]);
+    let t = b"+0x10/0x40 [kprobes]\0";
+    buf[SPRINT_HEADROOM - 7..SPRINT_HEADROOM - 7 + t.len()].copy_from_slice(t);
+    settle_sprint_symbol(&mut buf);
+    assert_eq!(&buf[..t.len() - 1], &t[..t.len() - 1]);
+    let i = parse_sprint_symbol(&buf);
+    if let Some(i) = i {
+        assert_eq!((i.offset, i.size), (0x10, 0x40));
+    }
+}
