@@ -122,12 +122,16 @@ pub fn parse_sym_spec(s: &[u8]) -> Option<SymSpec<'_>> {
 /// stack, over the callee's saved return address.
 pub const SPRINT_HEADROOM: usize = 8;
 
+/// How far before its buffer the kernel writes then (-E2BIG taken as a
+/// length).
+const E2BIG: usize = 7;
+
 /// After `sprint_symbol()` wrote into `buf[SPRINT_HEADROOM..]` of a zeroed
 /// `buf`, moves its text to the start of `buf`: from where the kernel
 /// really started writing (7 bytes early when the name did not fit: the
 /// text is then `+off/size [module]` without the name).
 pub fn settle_sprint_symbol(buf: &mut [u8]) {
-    let early = SPRINT_HEADROOM.saturating_sub(7);
+    let early = SPRINT_HEADROOM.saturating_sub(E2BIG);
     let from = if buf.get(early).is_some_and(|&b| b != 0) {
         early
     } else {

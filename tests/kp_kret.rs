@@ -141,17 +141,23 @@ fn test_pair() -> (KpKretprobe, KpKretprobe) {
     (rp, rp2)
 }
 
-fn test_kretprobes(t: &mut Test) {
-    let rand1 = reset();
-    let (mut rp, mut rp2) = test_pair();
-    kp_expect_eq!(t, kret_register(&mut rp), 0);
-    kp_expect_eq!(t, kret_register(&mut rp2), 0);
+/// Calls the two targets of [`test_pair`] once each; both return handlers
+/// must have run (each leaves `rand1` in `KRPH_VAL`).
+fn call_pair(t: &Test, rand1: u32) {
     KRPH_VAL.store(0, Ordering::SeqCst);
     kp_kunit_target(rand1);
     kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
     KRPH_VAL.store(0, Ordering::SeqCst);
     kp_expect_eq!(t, kp_kunit_target2(rand1), rand1 / div() + 1);
     kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
+}
+
+fn test_kretprobes(t: &mut Test) {
+    let rand1 = reset();
+    let (mut rp, mut rp2) = test_pair();
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    kp_expect_eq!(t, kret_register(&mut rp2), 0);
+    call_pair(t, rand1);
     kret_unregister(&mut rp);
     kret_unregister(&mut rp2);
     kp_expect_eq!(t, ERRORS.load(Ordering::SeqCst), 0);
@@ -205,12 +211,7 @@ fn kret_batch(t: &mut Test) {
     let r = unsafe { kp::kp_register_kretprobes(two.as_mut_ptr(), 2) };
     kp_expect_eq!(t, r, 0);
     kp_expect_eq!(t, crate::kp::stats().probes, base.probes + 2);
-    KRPH_VAL.store(0, Ordering::SeqCst);
-    kp_kunit_target(rand1);
-    kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
-    KRPH_VAL.store(0, Ordering::SeqCst);
-    kp_expect_eq!(t, kp_kunit_target2(rand1), rand1 / div() + 1);
-    kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
+    call_pair(t, rand1);
     // SAFETY: registered above; the same kretprobe twice in a batch is
     // unregistered once; a second unregister of the batch is a no-op.
     unsafe {

@@ -45,25 +45,21 @@ pub(crate) unsafe extern "C" fn kp_arm64_brk(esr: usize, regs: *mut bindings::pt
         if !hit::on_step_done(pc, regs) {
             return false;
         }
-        regs::set_flags(regs, regs::flags(regs) & !super::BTYPE_MASK);
-        return true;
+    } else if !hit::on_break(pc, regs) {
+        // Our BRK may have been removed after this CPU took it: the original
+        // instruction is back, so return and run it.
+        // SAFETY: `pc` is the kernel text word that just trapped.
+        let now = unsafe { core::ptr::read_volatile(pc as *const u32) };
+        return now != decode::brk(KP_BRK_IMM);
     }
-    if hit::on_break(pc, regs) {
-        // The exception returns somewhere else than the BRK (a slot, the
-        // next instruction, a simulated branch's target, a handler's new pc),
-        // as if reached in sequence: the BTYPE of the branch that led to the
-        // probed instruction (a function's `bti c` reached by `blr`) must not
-        // make the first instruction there fault on a BTI kernel. The probed
-        // address itself passed the check (a BRK is valid at any landing
-        // pad).
-        regs::set_flags(regs, regs::flags(regs) & !super::BTYPE_MASK);
-        return true;
-    }
-    // Our BRK may have been removed after this CPU took it: the original
-    // instruction is back, so return and run it.
-    // SAFETY: `pc` is the kernel text word that just trapped.
-    let now = unsafe { core::ptr::read_volatile(pc as *const u32) };
-    now != decode::brk(KP_BRK_IMM)
+    // The exception returns somewhere else than the BRK (a slot, the next
+    // instruction, a simulated branch's target, a handler's new pc), as if
+    // reached in sequence: the BTYPE of the branch that led to the probed
+    // instruction (a function's `bti c` reached by `blr`) must not make the
+    // first instruction there fault on a BTI kernel. The probed address
+    // itself passed the check (a BRK is valid at any landing pad).
+    regs::set_flags(regs, regs::flags(regs) & !super::BTYPE_MASK);
+    true
 }
 
 pub(super) fn init() -> Result {
