@@ -28,6 +28,7 @@
 #include <linux/module.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
+#include <linux/lockdep.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/kthread.h>
@@ -111,11 +112,31 @@ bool kp_test_in_nmi(void)
 	return in_nmi();
 }
 
+int kp_test_lockdep_irqs_state(void);
+
+/*
+ * Whether lockdep's idea of this CPU's interrupt state (what
+ * lockdep_assert_irqs_enabled()/_disabled() check) is the CPU's: 1 if it
+ * is, 0 if not, -1 if lockdep does not follow it here (no PROVE_LOCKING,
+ * lockdep off after an earlier report, or inside lockdep itself).
+ */
+int kp_test_lockdep_irqs_state(void)
+{
+#ifdef CONFIG_PROVE_LOCKING
+	if (!__lockdep_enabled)
+		return -1;
+	return !this_cpu_read(hardirqs_enabled) == !!irqs_disabled();
+#else
+	return -1;
+#endif
+}
+
 bool kp_test_irqs_disabled(void);
 
+/* irqs_disabled(), and lockdep knows (where it follows). */
 bool kp_test_irqs_disabled(void)
 {
-	return irqs_disabled();
+	return irqs_disabled() && kp_test_lockdep_irqs_state() != 0;
 }
 
 int kp_test_c_target(int value);

@@ -87,6 +87,17 @@ core::arch::global_asm!(
     "add %rdi, %rax",
     "KP_SAFE ret",
     "KP_OEND kp_opt_callsite",
+    // Interrupts masked the raw way, which lockdep does not follow (as in
+    // __local_bh_disable_ip() around lockdep_softirqs_off()), around two
+    // relocatable instructions. Returns rdi + 3.
+    "KP_OFN kp_opt_rawoff",
+    "pushfq",
+    "cli",
+    "lea 1(%rdi), %rax",
+    "add $2, %rax",
+    "popfq",
+    "KP_SAFE ret",
+    "KP_OEND kp_opt_rawoff",
     ".popsection",
     ".purgem KP_SAFE",
     data = sym KP_OPT_DATA,
@@ -99,6 +110,7 @@ extern "C" {
     fn kp_opt_entry(a: u64) -> u64;
     fn kp_opt_loopy(n: u64) -> u32;
     fn kp_opt_callsite(a: u64) -> u64;
+    fn kp_opt_rawoff(a: u64) -> u64;
 }
 
 fn mix(a: u64, b: u64) -> u64 {
@@ -461,6 +473,48 @@ fn opt_inner_probe_unoptimizes(t: &mut Test) {
     kp_expect_eq!(t, a.handler().hits.load(Ordering::SeqCst), 3);
 }
 
+/// A hit where interrupts are masked without lockdep knowing (raw
+/// helpers) must leave lockdep's view as it found it: a detour that told
+/// lockdep "off" on the way in and nothing on the way out (the saved flags
+/// say off) left lockdep believing interrupts off after the code turned
+/// them back on (x86_64-debug: lockdep's warning in `__local_bh_enable_ip()`
+/// with a probe in `lockdep_softirqs_off()`).
+fn opt_raw_irqs_off_window(t: &mut Test) {
+    let f = crate::targets::addr_of(kp_opt_rawoff as *const ());
+    let at = f + 2; // pushfq, cli: the lea
+    fn call(v: u64) -> u64 {
+        // SAFETY: the assembly function takes an integer, returns one.
+        unsafe { kp_opt_rawoff(black_box(v)) }
+    }
+    kp_expect!(t, crate::util::lockdep_irqs_agree(), "before any hit");
+    {
+        let Ok(a) = kp::Kprobe::register(Target::Address(at), h(Act::Count)) else {
+            kp_expect!(t, false, "register a");
+            return;
+        };
+        kp_expect_eq!(t, call(0), 3, "breakpoint path");
+        kp_expect!(
+            t,
+            crate::util::lockdep_irqs_agree(),
+            "after a breakpoint hit"
+        );
+        kp_expect!(t, wait_optimized(a.probe()));
+        kp_expect_eq!(t, call(5), 8);
+        kp_expect_eq!(t, call(u64::MAX), 2);
+        kp_expect_eq!(t, a.handler().hits.load(Ordering::SeqCst), 3);
+        kp_expect_eq!(t, a.handler().di.load(Ordering::SeqCst), usize::MAX);
+        kp_expect!(t, crate::util::lockdep_irqs_agree(), "after a detour hit");
+    }
+    let Ok(b) = kp::Kprobe::register(Target::Address(at), with_post()) else {
+        kp_expect!(t, false, "register b");
+        return;
+    };
+    kp_expect_eq!(t, call(7), 10);
+    kp_expect_eq!(t, b.handler().pre.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, b.handler().post.load(Ordering::SeqCst), 1);
+    kp_expect!(t, crate::util::lockdep_irqs_agree(), "after a post handler");
+}
+
 fn opt_refused_sites(t: &mut Test) {
     // SAFETY: plain assembly functions.
     let (loopy, callsite) = unsafe { (kp_opt_loopy(black_box(5)), kp_opt_callsite(black_box(5))) };
@@ -619,6 +673,7 @@ kunit_suite!(
         opt_entry_redirect,
         opt_post_handler_unoptimizes,
         opt_inner_probe_unoptimizes,
+        opt_raw_irqs_off_window,
         opt_refused_sites,
         opt_disable_restores_bytes,
         opt_toggle_under_load

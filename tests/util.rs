@@ -84,7 +84,8 @@ pub(crate) fn insn_len_at(addr: usize) -> usize {
     }
 }
 
-/// Whether interrupts are off on this CPU (handlers must run that way), as
+/// Whether interrupts are off on this CPU (handlers must run that way) and
+/// lockdep knows it (where it follows them, [`lockdep_irqs_agree`]), as
 /// the kernel sees it: `irqs_disabled()`, which on arm64 with pseudo-NMIs
 /// reads the interrupt priority mask, not DAIF (a handler that ran with
 /// only DAIF masked would look "enabled" to lockdep and to every
@@ -95,6 +96,19 @@ pub(crate) fn irqs_disabled() -> bool {
     }
     // SAFETY: reads this CPU's interrupt state.
     unsafe { kp_test_irqs_disabled() }
+}
+
+/// Whether lockdep's idea of this CPU's interrupt state (what
+/// `lockdep_assert_irqs_enabled()` checks) is the CPU's; true where lockdep
+/// does not follow it (no `CONFIG_PROVE_LOCKING`, or lockdep off after an
+/// earlier report). A detour that masks interrupts and tells lockdep on
+/// the way in but not on the way out leaves them apart.
+pub(crate) fn lockdep_irqs_agree() -> bool {
+    extern "C" {
+        fn kp_test_lockdep_irqs_state() -> core::ffi::c_int;
+    }
+    // SAFETY: reads this CPU's interrupt state and lockdep's.
+    unsafe { kp_test_lockdep_irqs_state() != 0 }
 }
 
 /// The first byte (x86_64) or word (arm64) of text at `addr`.

@@ -43,6 +43,10 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     let slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
     // SAFETY: per the function's contract.
     let (regs, index) = unsafe { (&mut *regs, *slot) };
+    // Lockdep learns of the trampoline's `cli` (the kernel's return
+    // trampoline runs its handlers with interrupts off too).
+    // SAFETY: interrupts are off; paired below.
+    unsafe { super::irqs_trace_enter(regs.flags) };
     // The caller's view: the stack pointer after the return.
     regs.sp = slot as usize + 8;
     // The index slot becomes the address the trampoline returns to, before
@@ -52,6 +56,8 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     let ret = kretprobe::on_return(index, regs, |ret| unsafe { *slot = ret });
     // SAFETY: as above.
     unsafe { *slot = ret };
+    // SAFETY: interrupts stay off until the trampoline's `popfq`.
+    unsafe { super::irqs_trace_leave(regs.flags) };
 }
 
 impl Returns for Arch {

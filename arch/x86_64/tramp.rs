@@ -29,8 +29,48 @@ extern "C" {
     fn trace_hardirqs_on();
 }
 
+/// Tells lockdep about a trampoline's `cli` as `local_irq_save()` would:
+/// only if interrupts were on before it (`flags`, the saved ones).
+///
+/// Interrupts masked with the raw helpers, which lockdep does not follow
+/// (`__local_bh_disable_ip()` around `lockdep_softirqs_off()`, say), are off
+/// while lockdep thinks them on; telling it "off" there, with no matching
+/// "on" on the way out (the saved flags say off), left it thinking them off
+/// after the code's own `raw_local_irq_restore()` turned them on.
+///
+/// # Safety
+///
+/// Interrupts are off; pairs with [`irqs_trace_leave`].
+#[inline(always)]
+pub(super) unsafe fn irqs_trace_enter(flags: usize) {
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    if flags & FLAGS_IF != 0 {
+        // SAFETY: interrupts are off.
+        unsafe { trace_hardirqs_off() };
+    }
+    #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
+    let _ = flags;
+}
+
+/// Tells lockdep that the trampoline's `popfq` turns interrupts back on, if
+/// the flags it restores (`flags`) say so, as `local_irq_restore()` would.
+///
+/// # Safety
+///
+/// Interrupts are off until the `popfq`.
+#[inline(always)]
+pub(super) unsafe fn irqs_trace_leave(flags: usize) {
+    #[cfg(CONFIG_TRACE_IRQFLAGS)]
+    if flags & FLAGS_IF != 0 {
+        // SAFETY: interrupts are still off until the `popfq`.
+        unsafe { trace_hardirqs_on() };
+    }
+    #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
+    let _ = flags;
+}
+
 /// Entry of a trampoline's handler: tells lockdep about the trampoline's
-/// `cli` (as `local_irq_save()` would) and reads the frame.
+/// `cli` ([`irqs_trace_enter`]) and reads the frame.
 ///
 /// # Safety
 ///
@@ -39,11 +79,8 @@ extern "C" {
 pub(super) unsafe fn tramp_enter<'a>(
     regs: *mut bindings::pt_regs,
 ) -> (&'a mut bindings::pt_regs, TrampFrame) {
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    // SAFETY: interrupts are off.
-    unsafe {
-        trace_hardirqs_off()
-    };
+    // SAFETY: per the function's contract, `regs` holds the saved flags.
+    unsafe { irqs_trace_enter((*regs).flags) };
     let resume_slot = (regs as usize + core::mem::size_of::<bindings::pt_regs>()) as *mut usize;
     // SAFETY: per the function's contract, the two words sit above `regs`.
     let (resume, addr) = unsafe { (*resume_slot, *resume_slot.add(1)) };
@@ -68,11 +105,6 @@ pub(super) unsafe fn tramp_enter<'a>(
 pub(super) unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
     // SAFETY: the slot is the return address of the trampoline's `ret`.
     unsafe { *frame.resume_slot = to };
-    #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    if regs.flags & FLAGS_IF != 0 {
-        // SAFETY: interrupts are still off until the `popfq`.
-        unsafe { trace_hardirqs_on() };
-    }
-    #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
-    let _ = regs;
+    // SAFETY: per the function's contract.
+    unsafe { irqs_trace_leave(regs.flags) };
 }
