@@ -256,6 +256,37 @@ fuzz_lines() {
 		}
 	}'
 }
+# BPF on our events by the legacy route of libbpf and bcc (a perf event on
+# the event's id, PERF_EVENT_IOC_SET_BPF; qemu/kp-bpf-count.c): the program
+# runs on every hit, on either CPU, and counts exactly this process's calls;
+# the registers it reads are the ones the kernel's own kprobe event gives
+# (same program, same function, same boot: the instruction pointer's offset
+# from the function must match too; x86_64 reports the probed address + 1,
+# as after an int3).
+run_events_bpf() {
+	if ! grep -q ' trace_call_bpf$' /proc/kallsyms; then
+		echo "KP-CHECK: skip events-bpf (the kernel has no CONFIG_BPF_EVENTS)"
+		return
+	fi
+	case $ARCH in x86_64) f=__x64_sys_getppid ;; *) f=__arm64_sys_getppid ;; esac
+	check events-bpf-define sh -c "echo 'p:bpfcount $f' >>$E"
+	addr=$(grep " [tT] $f\$" /proc/kallsyms | cut -d' ' -f1)
+	ours=$(kp-bpf-count "$(cat $EV/bpfcount/id)" 1000 "$addr" 2>&1)
+	echo "kp-bpf-count, our event: $ours"
+	check events-bpf-counts-each-call [ "$ours" != "${ours#count 1000 ip <function>+0x}" ]
+	# Detached when its perf event closed: the event goes.
+	check events-bpf-remove sh -c "echo '-:bpfcount' >>$E"
+	if [ -e $T/kprobe_events ]; then
+		echo "p:kpbpf/getppid $f" >>$T/kprobe_events
+		theirs=$(kp-bpf-count "$(cat $T/events/kpbpf/getppid/id)" 1000 "$addr" 2>&1)
+		echo "-:kpbpf/getppid" >>$T/kprobe_events
+		echo "kp-bpf-count, the kernel's event: $theirs"
+		check events-bpf-same-as-kernel [ "$ours" = "$theirs" ]
+	else
+		echo "KP-CHECK: skip events-bpf-same-as-kernel (the kernel has no kprobe events)"
+	fi
+}
+
 run_events_stress() {
 	writer kp_w1 do_sys_open &
 	writer kp_w2 kernel_clone &

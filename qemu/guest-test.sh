@@ -75,6 +75,7 @@ if true; then
 	check readme-client-kretprobe has 'my_probe: kernel_clone\(args 0x[0-9a-f]+\) returned [1-9][0-9]*$'
 	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 	run_events
+	run_events_bpf
 	run_events_stress
 	run_events_corpus
 	check module-churn-100 module_churn

@@ -37,6 +37,10 @@ if [ "$job" = test ] && [ -d "$here/fuzz/corpus/event_line" ]; then
 	mkdir -p "$root/corpus"
 	cp "$here"/fuzz/corpus/event_line/* "$root/corpus/"
 fi
+# The guest's BPF loader (static, no libc: the initramfs has none).
+case $karch in x86_64) ctarget=x86_64-linux-gnu ;; arm64) ctarget=aarch64-linux-gnu ;; esac
+clang --target=$ctarget -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector \
+	-fuse-ld=lld -Wall -Wextra -Werror -o "$root/bin/kp-bpf-count" "$here/qemu/kp-bpf-count.c"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz"
 

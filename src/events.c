@@ -15,6 +15,7 @@
 #include <linux/trace_seq.h>
 #include <linux/ptrace.h>
 #include <linux/perf_event.h>
+#include "helpers.h"
 
 struct kp_tev;
 
@@ -63,10 +64,21 @@ struct kp_file_link {
 	struct list_head list;
 };
 
+/*
+ * Up to `probes`, the shape of the kernel's struct trace_probe_event
+ * (kernel/trace/trace_probe.h), which the kernel assumes around every
+ * TRACE_EVENT_FL_KPROBE event: attaching a bpf_override_return() program
+ * (CONFIG_BPF_KPROBE_OVERRIDE) looks for the event's first trace_probe
+ * with container_of(call, struct trace_probe_event, call). It finds an
+ * empty list here (one warning, then -EINVAL: no override on our events)
+ * instead of reading outside this struct.
+ */
 struct kp_tev {
-	struct trace_event_call call;
+	unsigned int tpe_flags;		/* trace_probe_event.flags: 0 */
 	struct trace_event_class class;
+	struct trace_event_call call;
 	struct list_head files;		/* kp_file_link, RCU */
+	struct list_head probes;	/* trace_probe_event.probes: empty */
 	void *owner;			/* the Rust event */
 	bool is_return;
 	bool registered;
@@ -84,6 +96,21 @@ void kp_events_set_event_mutex(struct mutex *m);
 void kp_events_set_event_mutex(struct mutex *m)
 {
 	kp_event_mutex = m;
+}
+
+/*
+ * trace_call_bpf() (kernel/trace/bpf_trace.c; not exported), resolved by
+ * src/events/ at load: runs the BPF programs attached to an event through
+ * perf (PERF_EVENT_IOC_SET_BPF, a BPF perf link), as the kernel's
+ * kprobe_perf_func() does. NULL: none is found, and attached programs do
+ * not run (the engine said so at load).
+ */
+static void *kp_trace_call_bpf;
+
+void kp_events_set_trace_call_bpf(void *fn);
+void kp_events_set_trace_call_bpf(void *fn)
+{
+	kp_trace_call_bpf = fn;
 }
 
 void kp_events_lock(void)
@@ -222,6 +249,7 @@ struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
 	if (!t)
 		return NULL;
 	INIT_LIST_HEAD(&t->files);
+	INIT_LIST_HEAD(&t->probes);
 	INIT_LIST_HEAD(&t->class.fields);
 	t->owner = owner;
 	t->is_return = is_return;
@@ -322,10 +350,28 @@ static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
 			unsigned long ip, unsigned long ret_ip, size_t head_size,
 			ssize_t args)
 {
-	struct hlist_head *head = this_cpu_ptr(t->call.perf_events);
+	struct hlist_head *head;
 	int size, rctx;
 	void *entry;
 
+#ifdef CONFIG_BPF_EVENTS
+	/* As kprobe_perf_func(): the programs first, on every CPU; one that
+	 * returns 0 drops the perf record. */
+	if (bpf_prog_array_valid(&t->call)) {
+		unsigned long orig_ip = instruction_pointer(regs);
+		unsigned int ret = 0;
+
+		if (kp_trace_call_bpf)
+			ret = kp_call_trace_call_bpf(kp_trace_call_bpf, &t->call, regs);
+		/* Only bpf_override_return() moves it, and it cannot be
+		 * attached here (struct kp_tev): never resume elsewhere. */
+		if (WARN_ON_ONCE(instruction_pointer(regs) != orig_ip))
+			instruction_pointer_set(regs, orig_ip);
+		if (!ret)
+			return;
+	}
+#endif
+	head = this_cpu_ptr(t->call.perf_events);
 	if (hlist_empty(head))
 		return;
 	/* -1: the trace buffer did not need it (not measured yet). */

@@ -31,6 +31,8 @@ int kp_call_text_reserved(void *fn, unsigned int which, void *lock, void *unlock
 			  void *end);
 unsigned long kp_call_ftrace_graph_ret_addr(void *fn, unsigned long ret, unsigned long *retp);
 void kp_call_tracing_reset_all_online_cpus(void *fn);
+struct trace_event_call;
+unsigned int kp_call_trace_call_bpf(void *fn, struct trace_event_call *call, void *ctx);
 int kp_call_stop_machine_cpuslocked(void *fn, int (*cb)(void *), void *data,
 				    const struct cpumask *cpus);
 /* src/symbols.rs: one step of a kallsyms walk. */

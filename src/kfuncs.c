@@ -25,6 +25,7 @@
  * the exact type the kernel declares, which call Rust directly.
  */
 #include <linux/kallsyms.h>
+#include <linux/trace_events.h>
 #include <linux/extable.h>
 #include <linux/ftrace.h>
 #include <linux/module.h>
@@ -150,6 +151,13 @@ KP_KCALL unsigned long kp_call_ftrace_graph_ret_addr(void *fn, unsigned long ret
 unsigned long kp_call_ftrace_graph_ret_addr(void *fn, unsigned long ret, unsigned long *retp)
 {
 	return ret;
+}
+#endif
+
+#ifdef CONFIG_BPF_EVENTS
+KP_KCALL unsigned int kp_call_trace_call_bpf(void *fn, struct trace_event_call *call, void *ctx)
+{
+	return KP_FN(trace_call_bpf, fn)(call, ctx);
 }
 #endif
 

@@ -57,6 +57,7 @@ pub(super) const REGS: &ep::RegTable = crate::arch::event_regs::EVENT_REGS;
 
 extern "C" {
     fn kp_events_set_event_mutex(m: *mut c_void);
+    fn kp_events_set_trace_call_bpf(f: *mut c_void);
     fn kp_events_lock();
     fn kp_events_unlock();
     fn kp_tev_create(
@@ -227,6 +228,16 @@ pub(crate) fn init() {
             .unwrap_or(0),
         core::sync::atomic::Ordering::Release,
     );
+    // BPF programs attached to our events (`PERF_EVENT_IOC_SET_BPF`) run
+    // through it, as on the kernel's kprobe events.
+    #[cfg(CONFIG_BPF_EVENTS)]
+    match crate::symbols::lookup_function(kernel::c_str!("trace_call_bpf")) {
+        // SAFETY: the kernel's `trace_call_bpf` (or its gate), lives
+        // forever; the C glue calls it with its declared type.
+        Some(f) => unsafe { kp_events_set_trace_call_bpf(f as *mut c_void) },
+        None => pr_warn!("trace_call_bpf not found: BPF programs on probe events will not run
+"),
+    }
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
         // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
         Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
