@@ -269,22 +269,26 @@ run_events_bpf() {
 		return
 	fi
 	case $ARCH in x86_64) f=__x64_sys_getppid ;; *) f=__arm64_sys_getppid ;; esac
-	check events-bpf-define sh -c "echo 'p:bpfcount $f' >>$E"
 	addr=$(grep " [tT] $f\$" /proc/kallsyms | cut -d' ' -f1)
-	ours=$(kp-bpf-count "$(cat $EV/bpfcount/id)" 1000 "$addr" 2>&1)
-	echo "kp-bpf-count, our event: $ours"
-	check events-bpf-counts-each-call [ "$ours" != "${ours#count 1000 ip <function>+0x}" ]
-	# Detached when its perf event closed: the event goes.
-	check events-bpf-remove sh -c "echo '-:bpfcount' >>$E"
-	if [ -e $T/kprobe_events ]; then
-		echo "p:kpbpf/getppid $f" >>$T/kprobe_events
-		theirs=$(kp-bpf-count "$(cat $T/events/kpbpf/getppid/id)" 1000 "$addr" 2>&1)
-		echo "-:kpbpf/getppid" >>$T/kprobe_events
-		echo "kp-bpf-count, the kernel's event: $theirs"
-		check events-bpf-same-as-kernel [ "$ours" = "$theirs" ]
-	else
-		echo "KP-CHECK: skip events-bpf-same-as-kernel (the kernel has no kprobe events)"
-	fi
+	# An entry probe (the instruction pointer at the function), then a
+	# return probe (at the real return address, in the syscall dispatcher).
+	for k in p r; do
+		check events-bpf-define-$k sh -c "echo '$k:bpfcount $f' >>$E"
+		ours=$(kp-bpf-count "$(cat $EV/bpfcount/id)" 1000 "$addr" 2>&1)
+		echo "kp-bpf-count, our $k event: $ours"
+		check events-bpf-counts-each-call-$k [ "$ours" != "${ours#count 1000 ip }" ]
+		# Detached when its perf event closed: the event goes.
+		check events-bpf-remove-$k sh -c "echo '-:bpfcount' >>$E"
+		if [ -e $T/kprobe_events ]; then
+			echo "$k:kpbpf/getppid $f" >>$T/kprobe_events
+			theirs=$(kp-bpf-count "$(cat $T/events/kpbpf/getppid/id)" 1000 "$addr" 2>&1)
+			echo "-:kpbpf/getppid" >>$T/kprobe_events
+			echo "kp-bpf-count, the kernel's $k event: $theirs"
+			check events-bpf-same-as-kernel-$k [ "$ours" = "$theirs" ]
+		else
+			echo "KP-CHECK: skip events-bpf-same-as-kernel-$k (the kernel has no kprobe events)"
+		fi
+	done
 }
 
 run_events_stress() {
