@@ -57,6 +57,7 @@ pub(super) const REGS: &ep::RegTable = crate::arch::event_regs::EVENT_REGS;
 
 extern "C" {
     fn kp_events_set_event_mutex(m: *mut c_void);
+    #[cfg(CONFIG_BPF_EVENTS)]
     fn kp_events_set_trace_call_bpf(f: *mut c_void);
     fn kp_events_lock();
     fn kp_events_unlock();
@@ -235,8 +236,7 @@ pub(crate) fn init() {
         // SAFETY: the kernel's `trace_call_bpf` (or its gate), lives
         // forever; the C glue calls it with its declared type.
         Some(f) => unsafe { kp_events_set_trace_call_bpf(f as *mut c_void) },
-        None => pr_warn!("trace_call_bpf not found: BPF programs on probe events will not run
-"),
+        None => pr_warn!("trace_call_bpf not found: BPF programs on probe events will not run\n"),
     }
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
         // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
