@@ -150,6 +150,9 @@ fn call_pair(t: &Test, rand1: u32) {
     KRPH_VAL.store(0, Ordering::SeqCst);
     kp_expect_eq!(t, kp_kunit_target2(rand1), rand1 / div() + 1);
     kp_expect_eq!(t, KRPH_VAL.load(Ordering::SeqCst), rand1);
+    // The return path masked interrupts and put them back: lockdep (where
+    // it follows them) must still agree with the CPU.
+    kp_expect!(t, crate::util::lockdep_irqs_agree(), "after the returns");
 }
 
 fn test_kretprobes(t: &mut Test) {
@@ -521,11 +524,6 @@ fn kret_with_kprobe_on_same_function(t: &mut Test) {
 }
 
 extern "C" {
-    fn stack_trace_save(
-        store: *mut usize,
-        size: kernel::ffi::c_uint,
-        skipnr: kernel::ffi::c_uint,
-    ) -> kernel::ffi::c_uint;
     fn stack_trace_save_tsk(
         task: *mut core::ffi::c_void,
         store: *mut usize,
@@ -534,9 +532,8 @@ extern "C" {
     ) -> kernel::ffi::c_uint;
 }
 
-const TRACE_LEN: usize = 24;
-static TRACE: [AtomicUsize; TRACE_LEN] = [const { AtomicUsize::new(0) }; TRACE_LEN];
-static TRACE_N: AtomicUsize = AtomicUsize::new(0);
+const TRACE_LEN: usize = crate::util::TRACE_LEN;
+static TRACE: crate::util::Trace = crate::util::Trace::new();
 
 /// Takes a stack trace inside the return handler.
 ///
@@ -547,54 +544,22 @@ unsafe extern "C" fn trace_return(
     _ri: *mut KpKretprobeInstance,
     _r: *mut bindings::pt_regs,
 ) -> c_int {
-    // Not a stack buffer: x86_64's "guess" unwinder scans the stack for
-    // text addresses and would find the entries it is writing.
-    // SAFETY: `TRACE` holds TRACE_LEN words; `AtomicUsize` has the layout of
-    // `usize`; only this handler writes it, once.
-    let n = unsafe { stack_trace_save(TRACE.as_ptr() as *mut usize, TRACE_LEN as _, 0) } as usize;
-    TRACE_N.store(n, Ordering::SeqCst);
+    TRACE.take();
     0
-}
-
-/// Prints a stack trace into the KTAP stream; returns whether any entry's
-/// symbol contains `needle`.
-fn show_trace(t: &Test, what: &str, trace: &[usize], needle: &str) -> bool {
-    t.info(format_args!(
-        "stack trace {}: {} entries",
-        what,
-        trace.len()
-    ));
-    for &a in trace {
-        t.info(format_args!("  {}", crate::util::Sym::of(a).as_str()));
-    }
-    trace_has(trace, needle)
-}
-
-/// Whether any entry's symbol of `trace` contains `needle`.
-fn trace_has(trace: &[usize], needle: &str) -> bool {
-    trace.iter().any(|&a| {
-        // Byte search: `str::contains` pulls in a panic path objtool does
-        // not know to be noreturn.
-        crate::util::Sym::of(a)
-            .bytes()
-            .windows(needle.len())
-            .any(|w| w == needle.as_bytes())
-    })
 }
 
 fn kret_stack_traces(t: &mut Test) {
     // Inside a return handler.
     reset();
-    TRACE_N.store(0, Ordering::SeqCst);
+    TRACE.clear();
     let mut rp = kret_on(c"kp_kunit_target2");
     rp.handler = Some(trace_return);
     kp_expect_eq!(t, kret_register(&mut rp), 0);
     kp_kunit_target2(9);
     kret_unregister(&mut rp);
-    let n = TRACE_N.load(Ordering::SeqCst).min(TRACE_LEN);
-    let trace: [usize; TRACE_LEN] = core::array::from_fn(|i| TRACE[i].load(Ordering::SeqCst));
+    let (trace, n) = TRACE.get();
     // The trace walks out through the engine's return path.
-    let through = show_trace(
+    let through = crate::util::show_trace(
         t,
         "in a kretprobe handler",
         trace.get(..n).unwrap_or(&[]),
@@ -605,7 +570,7 @@ fn kret_stack_traces(t: &mut Test) {
     // trampoline's return address is the real one before the handler runs,
     // and its unwind data (x86_64 `trampolines.S`: ORC walks through) or
     // frame record (arm64) lets the unwinder through.
-    let to_caller = trace_has(trace.get(..n).unwrap_or(&[]), "kret_stack_traces");
+    let to_caller = crate::util::trace_has(trace.get(..n).unwrap_or(&[]), "kret_stack_traces");
     t.info(format_args!(
         "the trace reaches the real caller: {}",
         to_caller
@@ -644,7 +609,7 @@ fn kret_stack_traces(t: &mut Test) {
         unsafe { bindings::msleep(1) };
     }
     let shown = buf.get(..n).unwrap_or(&[]);
-    let shows_stub = show_trace(
+    let shows_stub = crate::util::show_trace(
         t,
         "of a task with a hijacked return",
         shown,

@@ -515,6 +515,74 @@ fn opt_raw_irqs_off_window(t: &mut Test) {
     kp_expect!(t, crate::util::lockdep_irqs_agree(), "after a post handler");
 }
 
+/// Stack traces taken in the handlers.
+static TRACE_PRE: crate::util::Trace = crate::util::Trace::new();
+static TRACE_POST: crate::util::Trace = crate::util::Trace::new();
+
+/// Takes a stack trace in each handler it has.
+struct Tracer;
+
+impl kp::KprobeHandler for Tracer {
+    const POST_HANDLER: bool = true;
+
+    fn pre(&self, _p: &Probe, _regs: &mut Regs) -> Next {
+        TRACE_PRE.take();
+        Next::Continue
+    }
+
+    fn post(&self, _p: &Probe, _regs: &mut Regs) {
+        TRACE_POST.take();
+    }
+}
+
+/// Takes a stack trace in its pre handler (jump-optimized: no post).
+struct PreTracer;
+
+impl kp::KprobeHandler for PreTracer {
+    fn pre(&self, _p: &Probe, _regs: &mut Regs) -> Next {
+        TRACE_PRE.take();
+        Next::Continue
+    }
+}
+
+/// A stack trace taken inside a handler reaches the probed function's
+/// caller (this test) on every path: the detour (its frame below the
+/// `pt_regs`), the post tail of a boosted step (its `pt_regs`), the
+/// breakpoint (the kernel's exception frame). Decisive on the ORC kernels
+/// (x86_64-debug, x86_64-hardened); the "guess" unwinder of the plain kernel
+/// finds any text address on the stack.
+fn opt_stack_traces(t: &mut Test) {
+    let f = crate::targets::addr_of(kp_opt_mix as *const ());
+    // The imul, past the push: the stack layout differs from the entry's.
+    let at = f + 9;
+    let check = |t: &Test, what: &str, tr: &crate::util::Trace| {
+        let (words, n) = tr.get();
+        let trace = words.get(..n).unwrap_or(&[]);
+        let ok = crate::util::show_trace(t, what, trace, "opt_stack_traces");
+        kp_expect!(t, ok, "{}: the caller is not in the trace", what);
+    };
+    {
+        let Ok(a) = kp::Kprobe::register(Target::Address(at), PreTracer) else {
+            kp_expect!(t, false, "register");
+            return;
+        };
+        kp_expect!(t, wait_optimized(a.probe()));
+        TRACE_PRE.clear();
+        kp_expect_eq!(t, mix(3, 4), mix_model(3, 4));
+        check(t, "in a detour's pre handler", &TRACE_PRE);
+    }
+    let Ok(b) = kp::Kprobe::register(Target::Address(at), Tracer) else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    TRACE_PRE.clear();
+    TRACE_POST.clear();
+    kp_expect_eq!(t, mix(5, 4), mix_model(5, 4));
+    check(t, "in a breakpoint's pre handler", &TRACE_PRE);
+    check(t, "in a post handler (post tail)", &TRACE_POST);
+    drop(b);
+}
+
 fn opt_refused_sites(t: &mut Test) {
     // SAFETY: plain assembly functions.
     let (loopy, callsite) = unsafe { (kp_opt_loopy(black_box(5)), kp_opt_callsite(black_box(5))) };
@@ -674,6 +742,7 @@ kunit_suite!(
         opt_post_handler_unoptimizes,
         opt_inner_probe_unoptimizes,
         opt_raw_irqs_off_window,
+        opt_stack_traces,
         opt_refused_sites,
         opt_disable_restores_bytes,
         opt_toggle_under_load

@@ -4,6 +4,8 @@
 //! kthread, user-mode helper runs, IRQ state.
 
 use crate::kp::{self, KpKprobe};
+use crate::kunit::Test;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
@@ -299,3 +301,80 @@ macro_rules! x86_safe_macro {
 }
 #[cfg(CONFIG_X86_64)]
 pub(crate) use x86_safe_macro;
+
+extern "C" {
+    fn stack_trace_save(
+        store: *mut usize,
+        size: kernel::ffi::c_uint,
+        skipnr: kernel::ffi::c_uint,
+    ) -> kernel::ffi::c_uint;
+}
+
+/// Most entries a [`Trace`] keeps.
+pub(crate) const TRACE_LEN: usize = 24;
+
+/// A stack trace taken inside a handler, read by the test afterwards.
+/// Not a stack buffer: x86_64's "guess" unwinder scans the stack for text
+/// addresses and would find the entries it is writing.
+pub(crate) struct Trace {
+    words: [AtomicUsize; TRACE_LEN],
+    n: AtomicUsize,
+}
+
+impl Trace {
+    pub(crate) const fn new() -> Self {
+        Self {
+            words: [const { AtomicUsize::new(0) }; TRACE_LEN],
+            n: AtomicUsize::new(0),
+        }
+    }
+
+    /// Forgets the last trace.
+    pub(crate) fn clear(&self) {
+        self.n.store(0, Ordering::SeqCst);
+    }
+
+    /// Takes a trace of the current stack (`stack_trace_save()`): call
+    /// from one handler at a time.
+    pub(crate) fn take(&self) {
+        // SAFETY: `words` holds TRACE_LEN words; `AtomicUsize` has the
+        // layout of `usize`; one writer at a time (the caller's contract).
+        let n = unsafe { stack_trace_save(self.words.as_ptr() as *mut usize, TRACE_LEN as _, 0) };
+        self.n.store(n as usize, Ordering::SeqCst);
+    }
+
+    /// The last trace: its words and how many are valid.
+    pub(crate) fn get(&self) -> ([usize; TRACE_LEN], usize) {
+        let n = self.n.load(Ordering::SeqCst).min(TRACE_LEN);
+        (
+            core::array::from_fn(|i| self.words[i].load(Ordering::SeqCst)),
+            n,
+        )
+    }
+}
+
+/// Prints a stack trace into the KTAP stream; returns whether any entry's
+/// symbol contains `needle`.
+pub(crate) fn show_trace(t: &Test, what: &str, trace: &[usize], needle: &str) -> bool {
+    t.info(format_args!(
+        "stack trace {}: {} entries",
+        what,
+        trace.len()
+    ));
+    for &a in trace {
+        t.info(format_args!("  {}", Sym::of(a).as_str()));
+    }
+    trace_has(trace, needle)
+}
+
+/// Whether any entry's symbol of `trace` contains `needle`.
+pub(crate) fn trace_has(trace: &[usize], needle: &str) -> bool {
+    trace.iter().any(|&a| {
+        // Byte search: `str::contains` pulls in a panic path objtool does
+        // not know to be noreturn.
+        Sym::of(a)
+            .bytes()
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+    })
+}

@@ -29,6 +29,7 @@
  */
 #include <linux/linkage.h>
 #include <linux/objtool.h>
+#include <asm/asm-offsets.h>
 #include <asm/nospec-branch.h>
 #include <asm/segment.h>
 #include <asm/unwind_hints.h>
@@ -118,14 +119,41 @@ SYM_CODE_START(kp_x86_kret_trampoline)
 SYM_CODE_END(kp_x86_kret_trampoline)
 
 /*
+ * After the handler's call in the detour and the post tail, until the
+ * return: the state the entry's UNWIND_HINT_FUNC left the pushes at, the
+ * pt_regs above the two words (an unwind from here stops at the engine's
+ * slot, as it does in the kernel's optprobe detours).
+ */
+.macro KP_HINT_AFTER_CALL
+	UNWIND_HINT type=UNWIND_HINT_TYPE_FUNC sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
+.endm
+
+/*
  * Jump-optimization detour: [rsp] = where to resume (the detour's relocated
  * instructions), [rsp + 8] = the probed address.
+ *
+ * While the handlers run, an unwinder (stack traces in a handler, perf, an
+ * NMI) sees the probed code where it stands: an interrupt-style frame below
+ * the pt_regs holds the probed address itself (the handlers' pt_regs holds
+ * it + 1, as after a breakpoint, which for a one-byte push or pop would
+ * give the unwinder the stack layout after it) and the stack pointer before
+ * the two words, and an UNWIND_HINT_IRET_REGS at the call points ORC at it.
+ * The walk goes on through the probed function to its real caller.
  */
 SYM_CODE_START(kp_x86_opt_common)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
 	KP_SAVE_REGS
+	leaq	PTREGS_SIZE+16(%rdi), %rax	/* the probed code's sp */
+	pushq	$__KERNEL_DS			/* ss */
+	pushq	%rax				/* sp */
+	pushq	pt_regs_flags(%rdi)		/* flags */
+	pushq	$__KERNEL_CS			/* cs */
+	pushq	PTREGS_SIZE+8(%rdi)		/* ip: the probed address */
+	UNWIND_HINT_IRET_REGS
 	call	kp_x86_opt_hit
+	leaq	5*8(%rsp), %rsp
+	KP_HINT_AFTER_CALL
 	KP_RESTORE_REGS
 	KP_RET_DROP_WORD
 SYM_CODE_END(kp_x86_opt_common)
@@ -133,12 +161,18 @@ SYM_CODE_END(kp_x86_opt_common)
 /*
  * Post tail of a boosted step: [rsp] = the jump back in the slot,
  * [rsp + 8] = the probed address.
+ *
+ * The handlers' pt_regs is the unwinder's view too (UNWIND_HINT_REGS at
+ * the call): the post path sets its ip to the next instruction and its sp
+ * to the stack pointer after the stepped one before any post handler runs.
  */
 SYM_CODE_START(kp_x86_post_common)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
 	KP_SAVE_REGS
+	UNWIND_HINT_REGS
 	call	kp_x86_post_hit
+	KP_HINT_AFTER_CALL
 	KP_RESTORE_REGS
 	KP_RET_DROP_WORD
 SYM_CODE_END(kp_x86_post_common)
