@@ -287,6 +287,39 @@ bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 }
 
 /*
+ * Whether the module symbol that kallsyms gave for addr, starting at start,
+ * can contain it: both in the same text allocation of the module. For text
+ * before a module's first text symbol (its PLT veneers on arm64, which
+ * come first in its text) kallsyms takes the nearest symbol below addr in
+ * the module's whole table, a data symbol in another allocation, and
+ * reports a size reaching from there. True when addr is no module's text
+ * (nothing to check here).
+ */
+bool kp_helper_module_symbol_covers(void *module_text_address_fn, unsigned long addr,
+				    unsigned long start);
+
+bool kp_helper_module_symbol_covers(void *module_text_address_fn, unsigned long addr,
+				    unsigned long start)
+{
+	struct module *mod;
+	bool ret = true;
+
+	preempt_disable();
+	mod = kp_call_module_text_address(module_text_address_fn, addr);
+	if (mod) {
+		ret = false;
+		for_each_mod_mem_type(t) {
+			if (mod_mem_type_is_text(t) && within_module_mem_type(addr, mod, t)) {
+				ret = within_module_mem_type(start, mod, t) && start <= addr;
+				break;
+			}
+		}
+	}
+	preempt_enable();
+	return ret;
+}
+
+/*
  * The callbacks of an atomic notifier chain, up to max, read under RCU as
  * notifier_call_chain() reads it: the kernel's die_chain (static in
  * kernel/notifier.c, resolved by name), whose callbacks notify_die() calls

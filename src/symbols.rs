@@ -234,10 +234,8 @@ pub(crate) fn bounds(addr: usize) -> Option<Bounds> {
     if found == 0 {
         return None;
     }
-    Some(Bounds {
-        start: addr.checked_sub(offset)?,
-        size,
-    })
+    let start = addr.checked_sub(offset)?;
+    covers(addr, start).then_some(Bounds { start, size })
 }
 
 /// Prints the symbol containing an address as `sprint_symbol()` does (or the
@@ -280,6 +278,9 @@ pub(crate) fn symbol_at(addr: usize) -> Option<Symbol> {
     s.start = addr.checked_sub(offset as usize)?;
     s.size = size as usize;
     s.in_module = module.is_some();
+    if s.in_module && !covers(addr, s.start) {
+        return None;
+    }
     Some(s)
 }
 
@@ -393,6 +394,24 @@ pub(crate) fn lookup_name(name: &CStr) -> Option<usize> {
 
 extern "C" {
     fn kp_helper_is_module_text(module_text_address_fn: usize, addr: usize) -> bool;
+    fn kp_helper_module_symbol_covers(
+        module_text_address_fn: usize,
+        addr: usize,
+        start: usize,
+    ) -> bool;
+}
+
+/// Whether a symbol kallsyms found for `addr`, starting at `start`, can
+/// hold it: false for module text before the module's first text symbol
+/// (arm64 PLT veneers), which kallsyms attributes to the nearest symbol
+/// below in the module's whole table, a data symbol in another allocation
+/// (strict module RWX), with a size reaching from there. Registration and
+/// the trap-path derivation would otherwise take that span for a function.
+fn covers(addr: usize, start: usize) -> bool {
+    let f = MODULE_TEXT_ADDRESS.load(Ordering::Acquire);
+    // SAFETY: `f` is `__module_text_address`, resolved and non-zero after
+    // `init`; the helper calls it with preemption disabled as it requires.
+    f == 0 || unsafe { kp_helper_module_symbol_covers(f, addr, start) }
 }
 
 /// Whether `addr` lies in the core text of a loaded module that is not

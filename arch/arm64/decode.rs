@@ -88,7 +88,28 @@ pub const fn b(from: u64, to: u64) -> Option<u32> {
     Some(0x1400_0000 | ((off >> 2) as u32 & 0x03ff_ffff))
 }
 
-/// If `insn` is a `BRK`, returns its 16-bit immediate.
+/// `BR X16`, the last word of a module PLT entry.
+const BR_X16: u32 = 0xD61F_0200;
+
+/// Where a module PLT entry (veneer) at `pc` goes, if `words` is one:
+/// `ADRP X16, dst; ADD X16, X16, #:lo12:dst; BR X16`, as Linux 6.12 writes
+/// them (`get_plt_entry()` in `arch/arm64/kernel/module-plts.c`) for a
+/// module's calls out of a `BL`'s reach (KASLR puts modules far from the
+/// kernel). `None` for anything else.
+pub fn plt_target(words: [u32; 3], pc: u64) -> Option<u64> {
+    let [adrp, add, br] = words;
+    let Class::Adrp { rd: 16, imm } = classify(adrp) else {
+        return None;
+    };
+    // ADD (immediate), 64-bit, unshifted: Xd = X16, Xn = X16.
+    if add & 0xFFC0_03FF != 0x9100_0210 || br != BR_X16 {
+        return None;
+    }
+    let lo12 = ((add >> 10) & 0xFFF) as u64;
+    Some((pc & !0xFFF).wrapping_add_signed(imm).wrapping_add(lo12))
+}
+
+/// If `insn` is a `BRK`, returns its 16-bit immediate./// If `insn` is a `BRK`, returns its 16-bit immediate.
 pub const fn is_brk(insn: u32) -> Option<u16> {
     if insn & 0xFFE0_001F == BRK_OPCODE {
         Some(((insn >> 5) & 0xFFFF) as u16)

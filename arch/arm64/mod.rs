@@ -181,14 +181,7 @@ const NOP: u32 = 0xd503_201f;
 
 /// Reads the instruction at `addr`, with the original in place of our BRK.
 fn read_insn(addr: usize) -> Result<u32> {
-    let mut w = 0u32;
-    // SAFETY: the nofault copy checks the source.
-    let r = unsafe {
-        bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), addr as *const _, 4)
-    };
-    if r != 0 {
-        return Err(EFAULT);
-    }
+    let [w] = read_words::<1>(addr).ok_or(EFAULT)?;
     if decode::is_brk(w) == Some(KP_BRK_IMM) {
         if let Some(p) = crate::registry::lookup(addr) {
             return Ok(p.insn.orig);
@@ -415,18 +408,14 @@ impl Steps for Arch {
     }
 
     /// Calls `f` with the target of every direct branch (`b`, `bl`) in
-    /// `[start, end)`. Process context.
+    /// `[start, end)`; for a branch to a module PLT entry (a module's call
+    /// out of a `bl`'s reach: KASLR), where the entry goes. Process context.
     fn for_each_direct_branch(start: usize, end: usize, mut f: impl FnMut(usize)) {
         let mut at = (start + 3) & !3;
         while at + 4 <= end {
-            let mut w = 0u32;
-            // SAFETY: a nofault read of kernel text into a local.
-            let r = unsafe {
-                bindings::copy_from_kernel_nofault((&mut w as *mut u32).cast(), at as *const _, 4)
-            };
-            if r != 0 {
+            let Some([w]) = read_words::<1>(at) else {
                 return;
-            }
+            };
             // Conditional branches too: compilers make conditional tail calls.
             if let Class::B { offset }
             | Class::Bl { offset }
@@ -434,11 +423,26 @@ impl Steps for Arch {
             | Class::Cbz { offset, .. }
             | Class::Tbz { offset, .. } = decode::classify(w)
             {
-                f((at as i64).wrapping_add(offset) as usize);
+                let t = (at as i64).wrapping_add(offset) as usize;
+                let plt = if (start..end).contains(&t) {
+                    None
+                } else {
+                    read_words::<3>(t).and_then(|v| decode::plt_target(v, t as u64))
+                };
+                f(plt.map_or(t, |d| d as usize));
             }
             at += 4;
         }
     }
+}
+
+/// `N` instruction words at `at`, read without faulting.
+fn read_words<const N: usize>(at: usize) -> Option<[u32; N]> {
+    let mut w = [0u32; N];
+    // SAFETY: a nofault read of kernel text into a local of that size.
+    let r =
+        unsafe { bindings::copy_from_kernel_nofault(w.as_mut_ptr().cast(), at as *const _, 4 * N) };
+    (r == 0).then_some(w)
 }
 
 impl Entries for Arch {

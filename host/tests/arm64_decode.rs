@@ -26,8 +26,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use kprobes_logic::arm64_decode::{
-    b, brk, classify, in_exclusive_sequence, is_brk, is_load_exclusive, is_store_exclusive, Class,
-    LitKind, Reason, BRK_OPCODE, MAX_ATOMIC_CONTEXT,
+    b, brk, classify, in_exclusive_sequence, is_brk, is_load_exclusive, is_store_exclusive,
+    plt_target, Class, LitKind, Reason, BRK_OPCODE, MAX_ATOMIC_CONTEXT,
 };
 use yaxpeax_arch::{Decoder, U8Reader};
 use yaxpeax_arm::armv8::a64::{InstDecoder, Instruction, Opcode, Operand, SizeCode};
@@ -523,6 +523,73 @@ fn targets() {
     assert_eq!(LitKind::X.size(), 8);
     assert_eq!(LitKind::Sw.size(), 4);
     assert!(!Reason::Unallocated.describe().is_empty());
+}
+
+/// A module PLT entry as Linux 6.12's `get_plt_entry()` writes it (encoded
+/// here from the ARM ARM): `adrp x16, dst; add x16, x16, #:lo12:dst; br x16`.
+fn plt_entry(pc: u64, dst: u64) -> [u32; 3] {
+    let pages = ((dst >> 12) as i64).wrapping_sub((pc >> 12) as i64);
+    assert!(
+        (-(1 << 20)..(1 << 20)).contains(&pages),
+        "{pc:#x} -> {dst:#x}"
+    );
+    let imm = pages as u32 & 0x1f_ffff;
+    let adrp = 0x9000_0000 | ((imm & 3) << 29) | ((imm >> 2) << 5) | 16;
+    let add = 0x9100_0000 | (((dst & 0xfff) as u32) << 10) | (16 << 5) | 16;
+    [adrp, add, 0xd61f_0200]
+}
+
+#[test]
+fn plt_targets() {
+    let pc = 0xffff_8000_7a01_2ff4u64; // the last word pair of a page
+    let mut dsts = vec![
+        pc & !0xfff,
+        (pc & !0xfff) + 0xfff,
+        (pc & !0xfff).wrapping_add(((1u64 << 20) - 1) << 12) + 0xfff, // +4 GiB - 1
+        (pc & !0xfff).wrapping_sub(1 << 32),                          // -4 GiB
+        0xffff_8000_8001_0000,
+    ];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        dsts.push(pc.wrapping_add(((x as i64) >> 31) as u64));
+    }
+    for dst in dsts {
+        let w = plt_entry(pc, dst);
+        assert_eq!(plt_target(w, pc), Some(dst), "{pc:#x} -> {dst:#x}");
+        // The oracle reads the three words the same way.
+        let text: Vec<String> = w
+            .iter()
+            .map(|&i| oracle(i).expect("decodes").to_string())
+            .collect();
+        assert!(text[0].starts_with("adrp x16, "), "{}", text[0]);
+        assert_eq!(text[1], format!("add x16, x16, #{:#x}", dst & 0xfff));
+        assert_eq!(text[2], "br x16");
+    }
+    // Anything else is no PLT entry.
+    let good = plt_entry(pc, 0xffff_8000_8001_0123);
+    let mut bad = vec![];
+    for (i, v) in [
+        (0, good[0] & !0x1f | 17),       // adrp x17
+        (0, good[0] & !0x8000_0000),     // adr
+        (1, good[1] | 1 << 22),          // add ..., lsl #12
+        (1, good[1] & !0x1f | 17),       // add x17, x16
+        (1, good[1] & !0x3e0 | 17 << 5), // add x16, x17
+        (1, good[1] & !0x8000_0000),     // add w16, w16
+        (1, good[1] | 1 << 30),          // sub
+        (2, 0xd61f_0220),                // br x17
+        (2, 0xd63f_0200),                // blr x16
+        (2, 0xd65f_03c0),                // ret
+    ] {
+        let mut w = good;
+        w[i] = v;
+        bad.push(w);
+    }
+    for w in bad {
+        assert_eq!(plt_target(w, pc), None, "{w:#010x?}");
+    }
 }
 
 #[test]
