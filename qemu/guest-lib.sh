@@ -259,10 +259,12 @@ fuzz_lines() {
 # BPF on our events by the legacy route of libbpf and bcc (a perf event on
 # the event's id, PERF_EVENT_IOC_SET_BPF; qemu/kp-bpf-count.c): the program
 # runs on every hit, on either CPU, and counts exactly this process's calls;
-# the registers it reads are the ones the kernel's own kprobe event gives
-# (same program, same function, same boot: the instruction pointer's offset
-# from the function must match too; x86_64 reports the probed address + 1,
-# as after an int3).
+# the instruction pointer it reads is our probe's (x86_64: + 1, as after an
+# int3) on entry, the real return address on return. Side by side with the
+# same program on the kernel's own kprobe event, same function, same boot:
+# the same counts, and the same registers except where the kernel probes
+# elsewhere in the entry (arm64: it sits on the bti c at +0, we past the
+# patchable entry).
 run_events_bpf() {
 	if ! grep -q ' trace_call_bpf$' /proc/kallsyms; then
 		echo "KP-CHECK: skip events-bpf (the kernel has no CONFIG_BPF_EVENTS)"
@@ -274,9 +276,14 @@ run_events_bpf() {
 	# return probe (at the real return address, in the syscall dispatcher).
 	for k in p r; do
 		check events-bpf-define-$k sh -c "echo '$k:bpfcount $f' >>$E"
+		# Where our probe sits (debugfs list: "<addr>  k  func+0xN/...").
+		at=$(grep -oE " $f\+0x[0-9a-f]+" $KP/list | head -n 1)
+		at=$((${at##*+} + 0))
+		[ "$ARCH" = x86_64 ] && at=$((at + 1))
 		ours=$(kp-bpf-count "$(cat $EV/bpfcount/id)" 1000 "$addr" 2>&1)
 		echo "kp-bpf-count, our $k event: $ours"
 		check events-bpf-counts-each-call-$k [ "$ours" != "${ours#count 1000 ip }" ]
+		[ $k = p ] && check events-bpf-regs-p [ "${ours#* ip }" = "<function>+0x$(printf %x $at)" ]
 		# Detached when its perf event closed: the event goes.
 		check events-bpf-remove-$k sh -c "echo '-:bpfcount' >>$E"
 		if [ -e $T/kprobe_events ]; then
@@ -284,7 +291,11 @@ run_events_bpf() {
 			theirs=$(kp-bpf-count "$(cat $T/events/kpbpf/getppid/id)" 1000 "$addr" 2>&1)
 			echo "-:kpbpf/getppid" >>$T/kprobe_events
 			echo "kp-bpf-count, the kernel's $k event: $theirs"
-			check events-bpf-same-as-kernel-$k [ "$ours" = "$theirs" ]
+			if [ $k = p ] && [ "$ARCH" != x86_64 ]; then
+				check events-bpf-same-as-kernel-$k [ "${ours%% ip *}" = "${theirs%% ip *}" ]
+			else
+				check events-bpf-same-as-kernel-$k [ "$ours" = "$theirs" ]
+			fi
 		else
 			echo "KP-CHECK: skip events-bpf-same-as-kernel-$k (the kernel has no kprobe events)"
 		fi
