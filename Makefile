@@ -5,7 +5,7 @@
 #   make demo [ARCH=...]     boot QEMU, load the engine and the example, show hits
 #   make test                host tests + KUnit in QEMU on x86_64 and arm64
 #   make test-debug          the same on an x86_64 kernel with lockdep, KASAN, ...
-#   make test-hardened       the same on a production-like x86_64 kernel (kCFI, IBT, ORC, ...)
+#   make test-hardened       the same on the production-like kernels (kCFI, IBT, ORC, PAC, BTI, SCS, ...)
 #   make bench [ARCH=...]    the engine vs the kernel's kprobes, same boot
 #   make fuzz                libFuzzer on the pure logic (KP_FUZZ_SECONDS each, 3600)
 #   make check               rustfmt and clippy (CLIPPY=1) over the tree
@@ -34,10 +34,11 @@ test:
 test-debug:
 	KP_TEST_ARCHES=x86_64-debug scripts/test.sh
 
-# The production-like x86_64 kernel (qemu/x86_64-hardened.config: kCFI, IBT,
-# ORC, retpolines, return thunks, KASLR, BPF; built with clang 19).
+# The production-like kernels (qemu/x86_64-hardened.config: kCFI, IBT, ORC,
+# retpolines, return thunks, KASLR, BPF; qemu/arm64-hardened.config: kCFI,
+# PAC, BTI, shadow call stack, KASLR, BPF, lockdep; built with clang 19).
 test-hardened:
-	KP_TEST_ARCHES=x86_64-hardened scripts/test.sh
+	KP_TEST_ARCHES="x86_64-hardened arm64-hardened" scripts/test.sh
 
 bench:
 	scripts/bench.sh $(ARCH)

@@ -9,10 +9,11 @@ cd "$here"
 # (qemu/x86_64-debug.config); `make test-debug` runs only that one.
 # x86_64-hardened: a production-like kernel (kCFI, IBT, ORC, retpolines,
 # return thunks, KASLR, BPF, function graph; qemu/x86_64-hardened.config).
-# arm64-hardened (kCFI, PAC, BTI, shadow call stack, KASLR, lockdep;
-# QEMU -cpu max; qemu/arm64-hardened.config) is not in the default list yet:
-# KP_TEST_ARCHES=arm64-hardened runs it (docs/status.md says where it stands).
-arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug x86_64-hardened}
+# arm64-hardened: kCFI, PAC, BTI, shadow call stack, KASLR, BPF, function
+# graph, and the checkers of an arm64 debug kernel (lockdep, PROVE_RCU,
+# DEBUG_ATOMIC_SLEEP, DEBUG_PREEMPT, DEBUG_LIST, kmemleak); QEMU -cpu max
+# (qemu/arm64-hardened.config).
+arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug x86_64-hardened arm64-hardened}
 passed=0
 failed=0
 note() { printf '[test] %s\n' "$*"; }
