@@ -109,7 +109,7 @@ pub fn plt_target(words: [u32; 3], pc: u64) -> Option<u64> {
     Some((pc & !0xFFF).wrapping_add_signed(imm).wrapping_add(lo12))
 }
 
-/// If `insn` is a `BRK`, returns its 16-bit immediate./// If `insn` is a `BRK`, returns its 16-bit immediate.
+/// If `insn` is a `BRK`, returns its 16-bit immediate.
 pub const fn is_brk(insn: u32) -> Option<u16> {
     if insn & 0xFFE0_001F == BRK_OPCODE {
         Some(((insn >> 5) & 0xFFFF) as u16)
