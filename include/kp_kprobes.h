@@ -191,6 +191,18 @@ struct kp_stats {
 				 * engine reset that CPU's hit state */
 	unsigned long kretprobe_via_graph; /* kretprobe entries that found the
 				 * return hijacked by the function graph tracer */
+	/* Misses by cause since the engine loaded (the probes' and kretprobes'
+	 * own nmissed count them too): */
+	unsigned long missed_reentry; /* hits on a CPU already handling one
+				 * (no handler ran) */
+	unsigned long missed_kret_no_instance; /* kretprobe entries that found
+				 * every instance taken (maxactive) */
+	unsigned long missed_kret_unloading; /* kretprobe entries while the
+				 * engine was being unloaded */
+	unsigned long missed_kret_nested; /* returns whose handler did not run
+				 * (this CPU's hit levels all taken) */
+	unsigned long kretprobe_task_exits; /* hijacked returns given back as
+				 * their task exited inside the function */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):

@@ -221,4 +221,17 @@ pub struct KpStats {
     /// function graph tracer (the real caller taken from its shadow stack),
     /// since the engine loaded.
     pub kretprobe_via_graph: c_ulong,
+    /// Misses by cause since the engine loaded (the probes' and kretprobes'
+    /// own `nmissed` count them too): hits on a CPU already handling one
+    /// (no handler ran);
+    pub missed_reentry: c_ulong,
+    /// kretprobe entries that found every instance taken (`maxactive`);
+    pub missed_kret_no_instance: c_ulong,
+    /// kretprobe entries while the engine was being unloaded;
+    pub missed_kret_unloading: c_ulong,
+    /// returns whose handler did not run (this CPU's hit levels all taken).
+    pub missed_kret_nested: c_ulong,
+    /// Hijacked returns given back because their task exited inside the
+    /// function (not missed: the function never returned), since load.
+    pub kretprobe_task_exits: c_ulong,
 }

@@ -62,6 +62,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         for p in enabled(point) {
             p.count_missed();
         }
+        crate::stats::missed::count(&crate::stats::missed::REENTRY);
         let resume = point.opt.resume();
         if resume != 0 {
             // Jump-optimized (or about to be): the detour runs the covered
@@ -205,6 +206,7 @@ unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
         for p in enabled(point) {
             p.count_missed();
         }
+        crate::stats::missed::count(&crate::stats::missed::REENTRY);
         return None;
     }
     cpu.push_first_handlers(point);

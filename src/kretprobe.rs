@@ -134,6 +134,10 @@ impl Pool {
 /// (debugfs `stats`: `kretprobe_via_graph`).
 pub(crate) static VIA_GRAPH: AtomicUsize = AtomicUsize::new(0);
 
+/// Hijacked returns given back because their task exited inside the
+/// function (debugfs `stats`: `kretprobe_task_exits`).
+pub(crate) static TASK_EXITS: AtomicUsize = AtomicUsize::new(0);
+
 /// Which instance each stub slot belongs to (indexed by slot index).
 static STUBS: [AtomicPtr<Instance>; arch::NSLOTS] =
     [const { AtomicPtr::new(null_mut()) }; arch::NSLOTS];
@@ -282,6 +286,7 @@ pub(crate) extern "C" fn kp_kret_task_exit() {
         // Only this task could return through it, and it never will.
         inst.state.store(FREE, Ordering::Release);
         pool.inflight.fetch_sub(1, Ordering::AcqRel);
+        TASK_EXITS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: balances the reference taken at the entry.
         unsafe { kp_helper_module_put() };
     }
@@ -603,6 +608,18 @@ pub(crate) fn forget_if_kretprobe(g: &RegGuard, kp: *mut KpKprobe) {
     }
 }
 
+/// Counts a missed return in `rp`'s `nmissed` and under its cause.
+///
+/// # Safety
+///
+/// `rp` is a live kretprobe.
+unsafe fn count_missed(rp: *mut KpKretprobe, cause: &AtomicUsize) {
+    // SAFETY: `nmissed` is a naturally aligned int of a live kretprobe.
+    unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
+        .fetch_add(1, Ordering::Relaxed);
+    crate::stats::missed::count(cause);
+}
+
 /// The entry probe's pre handler: take an instance, run the entry handler,
 /// hijack the return.
 ///
@@ -626,9 +643,8 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
             .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }) else {
-        // SAFETY: `nmissed` is a naturally aligned int of a live kretprobe.
-        unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
-            .fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `rp` is live.
+        unsafe { count_missed(rp, &crate::stats::missed::KRET_NO_INSTANCE) };
         return 0;
     };
     // SAFETY: we own the instance until we release it.
@@ -659,7 +675,10 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     }
     // SAFETY: plain call; pins the engine for the outstanding return.
     if !unsafe { kp_helper_module_get() } {
+        // The engine is going away: the return cannot be waited for.
         release(inst);
+        // SAFETY: `rp` is live.
+        unsafe { count_missed(rp, &crate::stats::missed::KRET_UNLOADING) };
         return 0;
     }
     pool.inflight.fetch_add(1, Ordering::AcqRel);
@@ -723,8 +742,7 @@ pub(crate) fn on_return(
         } else {
             // Too deeply nested to run a handler safely: count it.
             // SAFETY: as above.
-            unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
-                .fetch_add(1, Ordering::Relaxed);
+            unsafe { count_missed(rp, &crate::stats::missed::KRET_NESTED) };
         }
     }
     inst.state.store(FREE, Ordering::Release);

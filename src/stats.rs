@@ -6,8 +6,34 @@
 //! registration left nothing behind and which way a hit went.
 
 use crate::abi::KpStats;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
+
+/// Why hits and returns were missed, engine-wide since load, by cause (each
+/// probe's and kretprobe's own `nmissed` counts its share too, as in the
+/// kernel). Bumped only on the miss paths.
+pub(crate) mod missed {
+    use super::*;
+
+    /// Hits at a probed address while this CPU was already handling a hit
+    /// (a handler, or code it calls, reached a probe): no handler ran.
+    pub(crate) static REENTRY: AtomicUsize = AtomicUsize::new(0);
+    /// Kretprobe entries that found every instance taken (`maxactive`).
+    pub(crate) static KRET_NO_INSTANCE: AtomicUsize = AtomicUsize::new(0);
+    /// Kretprobe entries while the engine was being unloaded (no reference
+    /// to pin it for the return).
+    pub(crate) static KRET_UNLOADING: AtomicUsize = AtomicUsize::new(0);
+    /// Returns whose handler did not run: this CPU's hit levels were all
+    /// taken.
+    pub(crate) static KRET_NESTED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Counts one.
+    #[inline(always)]
+    pub(crate) fn count(c: &AtomicUsize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
@@ -36,9 +62,13 @@ pub(crate) fn get() -> KpStats {
         ftrace_parked: parked as _,
         kretprobe_inflight: inflight as _,
         hits_in_progress: crate::percpu::hits_in_progress() as _,
-        oops_resets: crate::hit::OOPS_RESETS.load(core::sync::atomic::Ordering::Relaxed) as _,
-        kretprobe_via_graph: crate::kretprobe::VIA_GRAPH.load(core::sync::atomic::Ordering::Relaxed)
-            as _,
+        oops_resets: crate::hit::OOPS_RESETS.load(Ordering::Relaxed) as _,
+        kretprobe_via_graph: crate::kretprobe::VIA_GRAPH.load(Ordering::Relaxed) as _,
+        missed_reentry: missed::REENTRY.load(Ordering::Relaxed) as _,
+        missed_kret_no_instance: missed::KRET_NO_INSTANCE.load(Ordering::Relaxed) as _,
+        missed_kret_unloading: missed::KRET_UNLOADING.load(Ordering::Relaxed) as _,
+        missed_kret_nested: missed::KRET_NESTED.load(Ordering::Relaxed) as _,
+        kretprobe_task_exits: crate::kretprobe::TASK_EXITS.load(Ordering::Relaxed) as _,
     }
 }
 
@@ -56,7 +86,12 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "kretprobe_inflight {}", s.kretprobe_inflight)?;
     writeln!(w, "hits_in_progress {}", s.hits_in_progress)?;
     writeln!(w, "oops_resets {}", s.oops_resets)?;
-    writeln!(w, "kretprobe_via_graph {}", s.kretprobe_via_graph)
+    writeln!(w, "kretprobe_via_graph {}", s.kretprobe_via_graph)?;
+    writeln!(w, "missed_reentry {}", s.missed_reentry)?;
+    writeln!(w, "missed_kret_no_instance {}", s.missed_kret_no_instance)?;
+    writeln!(w, "missed_kret_unloading {}", s.missed_kret_unloading)?;
+    writeln!(w, "missed_kret_nested {}", s.missed_kret_nested)?;
+    writeln!(w, "kretprobe_task_exits {}", s.kretprobe_task_exits)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

@@ -403,8 +403,9 @@ int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post)
 }
 
 
-/* sizeof and field offsets of struct kp_kprobe and struct kp_kretprobe as
- * the C header lays them out, in the order kp_smoke lists them. */
+/* sizeof and field offsets of struct kp_kprobe, struct kp_kretprobe and
+ * struct kp_stats as the C header lays them out, in the order kp_smoke
+ * lists them. */
 const size_t kp_test_c_layout[] = {
 	sizeof(struct kp_kprobe),
 	offsetof(struct kp_kprobe, addr),
@@ -423,4 +424,12 @@ const size_t kp_test_c_layout[] = {
 	offsetof(struct kp_kretprobe, nmissed),
 	offsetof(struct kp_kretprobe, data_size),
 	offsetof(struct kp_kretprobe, kp_private),
+	sizeof(struct kp_stats),
+	offsetof(struct kp_stats, step_traps),
+	offsetof(struct kp_stats, kretprobe_via_graph),
+	offsetof(struct kp_stats, missed_reentry),
+	offsetof(struct kp_stats, missed_kret_no_instance),
+	offsetof(struct kp_stats, missed_kret_unloading),
+	offsetof(struct kp_stats, missed_kret_nested),
+	offsetof(struct kp_stats, kretprobe_task_exits),
 };

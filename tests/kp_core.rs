@@ -149,9 +149,13 @@ fn test_kprobe_missed(t: &mut Test) {
     kp.pre_handler = Some(kp_pre);
     kp.post_handler = Some(kp_post);
     kp_expect_eq!(t, register(&mut kp), 0);
+    let before = crate::kp::stats();
     kp_expect_eq!(t, kp_kunit_recursed_target(rand1), rand1 / div());
-    // Both handlers call the probed function: two misses, no recursion.
+    // Both handlers call the probed function: two misses, no recursion,
+    // counted under their cause too.
     kp_expect_eq!(t, kp.nmissed, 2);
+    let after = crate::kp::stats();
+    kp_expect_eq!(t, after.missed_reentry - before.missed_reentry, 2);
     kp_expect!(t, PREH_VAL.load(Ordering::SeqCst) != 0);
     kp_expect!(t, POSTH_VAL.load(Ordering::SeqCst) != 0);
     unregister(&mut kp);

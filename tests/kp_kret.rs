@@ -352,11 +352,21 @@ fn kret_maxactive_one_two_cpus(t: &mut Test) {
     rp.data_size = core::mem::size_of::<Timing>();
     rp.maxactive = 1;
     kp_expect_eq!(t, kret_register(&mut rp), 0);
+    let before = crate::kp::stats();
     let w = Worker::start(sleeper_calls, 50, Some((crate::util::this_cpu() + 1) % 2));
     sleeper_calls(50);
     drop(w);
     kret_unregister(&mut rp);
+    let after = crate::kp::stats();
     let (h, m) = (HANDLER_CALLS.load(Ordering::SeqCst), rp.nmissed as usize);
+    // Each miss under its cause: no free instance (nothing else here).
+    kp_expect_eq!(
+        t,
+        after.missed_kret_no_instance - before.missed_kret_no_instance,
+        m as _
+    );
+    kp_expect_eq!(t, after.missed_kret_nested, before.missed_kret_nested);
+    kp_expect_eq!(t, after.missed_kret_unloading, before.missed_kret_unloading);
     t.info(format_args!(
         "maxactive 1: {} tracked, {} missed of 100",
         h, m
@@ -666,6 +676,9 @@ fn kret_task_exits_inside(t: &mut Test) {
     let now = kp::stats();
     kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
     kp_expect_eq!(t, now.probes, base.probes);
+    // Counted as given back at exit, not as missed.
+    kp_expect_eq!(t, now.kretprobe_task_exits - base.kretprobe_task_exits, 1);
+    kp_expect_eq!(t, now.missed_kret_no_instance, base.missed_kret_no_instance);
 }
 
 kunit_suite!(

@@ -85,10 +85,11 @@ fn smoke_abi_size(t: &mut Test) {
     // The C header's layout (compiled by the C compiler in
     // tests/helpers.c) is src/abi.rs's, field by field.
     extern "C" {
-        static kp_test_c_layout: [usize; 17];
+        static kp_test_c_layout: [usize; 25];
     }
     use core::mem::{offset_of, size_of};
     use kp::KpKretprobe as R;
+    use kp::KpStats as S;
     use KpKprobe as K;
     let rust = [
         size_of::<K>(),
@@ -108,6 +109,14 @@ fn smoke_abi_size(t: &mut Test) {
         offset_of!(R, nmissed),
         offset_of!(R, data_size),
         offset_of!(R, kp_private),
+        size_of::<S>(),
+        offset_of!(S, step_traps),
+        offset_of!(S, kretprobe_via_graph),
+        offset_of!(S, missed_reentry),
+        offset_of!(S, missed_kret_no_instance),
+        offset_of!(S, missed_kret_unloading),
+        offset_of!(S, missed_kret_nested),
+        offset_of!(S, kretprobe_task_exits),
     ];
     // SAFETY: a constant array defined in tests/helpers.c.
     let c = unsafe { kp_test_c_layout };
