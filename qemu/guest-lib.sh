@@ -156,7 +156,7 @@ run_events() {
 	check events-define-ret sh -c "echo 'r:myretprobe do_sys_open ret=\$retval:s64' >>$E"
 	echo "--- kprobe_events:"
 	cat $E
-	check events-listed grep -q "^p:kprobes_rs/myprobe do_sys_open+0 $ARGS\$" $E
+	check events-listed grep -q "^p:kprobes_rs/myprobe do_sys_open $ARGS\$" $E
 	check events-tracefs-files sh -c "[ -f $EV/myprobe/enable ] && [ -f $EV/myprobe/filter ] && [ -f $EV/myprobe/id ] && grep -q 'field:__data_loc char\[\] filename' $EV/myprobe/format"
 	echo 1 >$EV/myprobe/enable
 	echo 1 >$EV/myretprobe/enable
@@ -256,6 +256,36 @@ fuzz_lines() {
 		}
 	}'
 }
+# The listing matches the kernel's own kprobe_events line for line (same
+# definitions in both, groups aside): no "+0", offsets in decimal, a return
+# probe's instance count shown even when defaulted (r10 on two CPUs), the
+# arguments as written with generated names.
+run_events_listing_vs_kernel() {
+	if [ ! -e $T/kprobe_events ]; then
+		echo "KP-CHECK: skip events-listing-as-kernel (the kernel has no kprobe events)"
+		return
+	fi
+	for l in 'p:G/a do_sys_open' 'p:G/b do_sys_open+0' 'r:G/c do_sys_open' \
+		'r5:G/d vfs_read $retval' 'r0x20:G/e vfs_read ret=$retval:s32' \
+		'p:G/f do_sys_open $arg1 name=+0($arg2):string c=$comm' \
+		'p:G/g vfs_read x=$stack0:x64 y=@jiffies:u64 z=$stack1:b4@2/32' \
+		'p:G/h do_sys_open \1 \0x10:u8' 'p vfs_read'; do
+		echo "$l" | sed 's|:G/|:kpcmp_ours/|' >>$E 2>/dev/null
+		echo "$l" | sed 's|:G/|:kpcmp_kern/|' >>$T/kprobe_events 2>/dev/null
+	done
+	grep -E '^[pr][0-9]*:(kpcmp_ours/|kprobes_rs/p_vfs_read_0 )' $E | sed 's|:kprobes_rs/|:kprobes/|; s|:kpcmp_ours/|:G/|' >/tmp/kp-ours
+	grep -E '^[pr][0-9]*:(kpcmp_kern/|kprobes/p_vfs_read_0 )' $T/kprobe_events | sed 's|:kpcmp_kern/|:G/|' >/tmp/kp-kern
+	echo "--- listing, ours:"
+	cat /tmp/kp-ours
+	echo "--- listing, the kernel's:"
+	cat /tmp/kp-kern
+	check events-listing-as-kernel sh -c "[ -s /tmp/kp-ours ] && cmp -s /tmp/kp-ours /tmp/kp-kern"
+	for e in a b c d e f g h; do echo "-:kpcmp_ours/$e" >>$E 2>/dev/null; done
+	echo "-:kprobes_rs/p_vfs_read_0" >>$E 2>/dev/null
+	for e in a b c d e f g h; do echo "-:kpcmp_kern/$e" >>$T/kprobe_events 2>/dev/null; done
+	echo "-:kprobes/p_vfs_read_0" >>$T/kprobe_events 2>/dev/null
+}
+
 # BPF on our events by the legacy route of libbpf and bcc (a perf event on
 # the event's id, PERF_EVENT_IOC_SET_BPF; qemu/kp-bpf-count.c): the program
 # runs on every hit, on either CPU, and counts exactly this process's calls;

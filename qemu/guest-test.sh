@@ -76,6 +76,7 @@ if true; then
 	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 	run_events
 	run_events_bpf
+	run_events_listing_vs_kernel
 	run_events_stress
 	run_events_corpus
 	check module-churn-100 module_churn

@@ -583,7 +583,12 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 if kind == 'p' {
                     return err(ErrKind::BadMaxactType, past(cpos, 0));
                 }
-                let Some(m) = parse_u64(rest).and_then(|m| u32::try_from(m).ok()) else {
+                // 0 is refused as the kernel does (it would mean "the
+                // default" only when no number is given).
+                let Some(m) = parse_u64(rest)
+                    .and_then(|m| u32::try_from(m).ok())
+                    .filter(|&m| m != 0)
+                else {
                     return err(ErrKind::BadMaxact, past(cpos, 0));
                 };
                 if m > MAX_MAXACTIVE {
@@ -712,6 +717,16 @@ impl<'a> ProbeDef<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The definition as listed once registered: a return probe given no
+    /// instance count shows the one it got (`default`), as the kernel's
+    /// listing does (`r10:`).
+    pub fn with_default_maxactive(self, default: u32) -> Self {
+        Self {
+            maxactive: self.maxactive.or(self.is_return.then_some(default)),
+            ..self
+        }
     }
 
     /// Writes the kernel's generated event name (`p_<sym>_<offs>`,
@@ -1071,7 +1086,12 @@ impl fmt::Display for ProbeDef<'_> {
                 if let Some(m) = module {
                     write!(f, "{}:", m)?;
                 }
-                write!(f, "{}+{}", name, offset)?;
+                // As the kernel lists it: no "+0".
+                if offset == 0 {
+                    write!(f, "{}", name)?;
+                } else {
+                    write!(f, "{}+{}", name, offset)?;
+                }
             }
             Location::Address(a) => write!(f, "0x{:x}", a)?,
         }

@@ -410,8 +410,7 @@ fn register(rp: &mut KpKretprobe) -> Result {
     let n = if rp.maxactive > 0 {
         rp.maxactive as usize
     } else {
-        // SAFETY: reads an exported variable.
-        core::cmp::max(10, 2 * unsafe { nr_cpu_ids } as usize)
+        default_maxactive()
     };
     let pool = alloc_pool(rp, n, rp.data_size)?;
     {
@@ -606,6 +605,13 @@ pub(crate) fn forget_if_kretprobe(g: &RegGuard, kp: *mut KpKprobe) {
         (*rp).kp_private = null_mut();
         add_zombie(g, pool);
     }
+}
+
+/// How many instances a kretprobe gets when it asks for none
+/// (`maxactive` 0): the kernel's `max(10, 2 * CPUs)`.
+pub(crate) fn default_maxactive() -> usize {
+    // SAFETY: reads an exported variable.
+    core::cmp::max(10, 2 * unsafe { nr_cpu_ids } as usize)
 }
 
 /// Counts a missed return in `rp`'s `nmissed` and under its cause.

@@ -351,14 +351,19 @@ fn generated_names() {
         probe(&long).write_default_name(&mut buf).len(),
         MAX_EVENT_NAME_LEN
     );
-    // The canonical form the control file shows back.
+    // The canonical form the control file shows back, as the kernel's
+    // (trace_kprobe_show()): no "+0", an offset in decimal.
     assert_eq!(
-        probe("p:myprobe do_sys_open dfd=%di +0(%si):string").to_string(),
-        format!("p:{DEFAULT_GROUP}/myprobe do_sys_open+0 dfd=%di arg2=+0(%si):string")
+        probe("p:myprobe do_sys_open+0 dfd=%di +0(%si):string").to_string(),
+        format!("p:{DEFAULT_GROUP}/myprobe do_sys_open dfd=%di arg2=+0(%si):string")
+    );
+    assert_eq!(
+        probe("p:myprobe m:do_sys_open+0x10").to_string(),
+        format!("p:{DEFAULT_GROUP}/myprobe m:do_sys_open+16")
     );
     assert_eq!(
         probe("r16 vfs_read $retval").to_string(),
-        format!("r16:{DEFAULT_GROUP}/r_vfs_read_0 vfs_read+0 arg1=$retval")
+        format!("r16:{DEFAULT_GROUP}/r_vfs_read_0 vfs_read arg1=$retval")
     );
 }
 
@@ -623,7 +628,11 @@ fn edge_values_refused_with_their_error() {
     ok("p:x do_sys_open a=%di:b64@0/64");
     ok("p:x do_sys_open a=%di:b1@63/64");
     ok("p:x do_sys_open a=%di:b8@0/8");
-    // maxactive: the kernel's limit, then past u32.
+    // maxactive: 0 (the kernel refuses it), the kernel's limit, then past
+    // u32.
+    assert_eq!(err("r0 do_sys_open"), BadMaxact);
+    assert_eq!(err("r0x0 do_sys_open"), BadMaxact);
+    ok("r1 do_sys_open");
     ok("r4096 do_sys_open");
     assert_eq!(err("r4097 do_sys_open"), MaxactTooBig);
     assert_eq!(err("r4294967295 do_sys_open"), MaxactTooBig);

@@ -158,10 +158,13 @@ pub(super) fn build(
         fixed += arg.size;
         args.push(arg, GFP_KERNEL).map_err(enomem)?;
     }
+    // A return probe lists the number of instances it got, the default
+    // one too, as the kernel's does (`r10:` where no number was given).
+    let listed = d.with_default_maxactive(crate::kretprobe::default_maxactive() as u32);
     let mut def = KVec::new();
     {
         let mut w = VecWriter(&mut def, false);
-        let _ = write!(w, "{}", d);
+        let _ = write!(w, "{}", listed);
         if w.1 {
             return Err((ErrKind::FailRegProbe, ENOMEM));
         }
