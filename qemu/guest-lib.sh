@@ -284,6 +284,42 @@ run_events_listing_vs_kernel() {
 	echo "-:kprobes_rs/p_vfs_read_0" >>$E 2>/dev/null
 	for e in a b c d e f g h; do echo "-:kpcmp_kern/$e" >>$T/kprobe_events 2>/dev/null; done
 	echo "-:kprobes/p_vfs_read_0" >>$T/kprobe_events 2>/dev/null
+	# Refusals: the same verdict and the same error_log entry (message,
+	# command, caret; the groups have names of one length). A name several
+	# functions share: the first duplicated text symbol of vmlinux.
+	dup=$(grep -E '^[0-9a-f]+ [tT] [a-z_][a-z0-9_]*$' /proc/kallsyms | cut -d' ' -f3 | sort | uniq -d | head -n 1)
+	echo "non-unique symbol for the refusal checks: $dup"
+	n=0
+	for l in "p:G/r1 $dup" 'p:G/r2 kp_no_such_function_xyz' 'r0:G/r3 do_sys_open' \
+		'p:G/r4 do_sys_open common_pid=$arg1' 'r:G/r5 do_sys_open __probe_ret_ip=$retval' \
+		'p:G/r6 do_sys_open a=$arg1 a=$arg2' 'p:G/r7 do_sys_open+1' \
+		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval'; do
+		n=$((n + 1))
+		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
+		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")
+		echo "--- $l"
+		echo "ours:   $ours"
+		echo "kernel: $kern"
+		check events-refusal-as-kernel-$n [ "$ours" = "$kern" ]
+	done
+	# "-:EVENT" removes that event from every group, as the kernel's does.
+	echo 'p:kpcmp_x/same do_sys_open' >>$E
+	echo 'p:kpcmp_y/same vfs_read' >>$E
+	check events-remove-any-group sh -c "echo '-:same' >>$E && ! grep -q '/same ' $E"
+}
+# refusal FILE LOG GROUP LINE: writes LINE (its G/ group renamed GROUP) to
+# FILE; prints "accepted" (and removes the event again), or "refused" and
+# the entry it left in LOG, its timestamp and source dropped, the group
+# named G again.
+refusal() {
+	echo >$2
+	l=$(echo "$4" | sed "s|:G/|:$3/|")
+	if echo "$l" >>$1 2>/dev/null; then
+		echo accepted
+		echo "-:$3/$(echo "$l" | sed -E 's|^[^ ]*/([^ ]*) .*|\1|')" >>$1 2>/dev/null
+	else
+		echo "refused $(sed -E 's/^\[[ 0-9.]+\] [a-z_]+: //; s/'"$3"'/G/' $2 | tr '\n' '|')"
+	fi
 }
 
 # BPF on our events by the legacy route of libbpf and bcc (a perf event on

@@ -44,6 +44,8 @@ pub(crate) trait Insns {
     const NSLOTS: usize;
     /// The largest a registry `Point` may be here (memory per probe).
     const POINT_MAX_SIZE: usize;
+    /// What every instruction's address is a multiple of.
+    const INSN_ALIGN: usize = 1;
     /// Decodes from the function start, checks the boundary, classifies,
     /// refuses what cannot be probed (`-EILSEQ`, `-EOPNOTSUPP`, `-EBUSY`),
     /// writes the slot.
@@ -280,6 +282,14 @@ pub(crate) const NAME: &str = <Arch as Traps>::NAME;
 pub(crate) const SLOT_SIZE: usize = <Arch as Insns>::SLOT_SIZE;
 pub(crate) const NSLOTS: usize = <Arch as Insns>::NSLOTS;
 pub(crate) const POINT_MAX_SIZE: usize = <Arch as Insns>::POINT_MAX_SIZE;
+pub(crate) const INSN_ALIGN: usize = <Arch as Insns>::INSN_ALIGN;
+
+/// Whether `addr` could start an instruction (alignment only).
+// Modulo 1 on x86_64, where every address could.
+#[allow(clippy::modulo_one)]
+pub(crate) const fn insn_aligned(addr: usize) -> bool {
+    addr % INSN_ALIGN == 0
+}
 pub(crate) const FTRACE_SITE_LEN: usize = <Arch as Entries>::FTRACE_SITE_LEN;
 pub(crate) const FTRACE_PRE_IP_OFFSET: usize = <Arch as Entries>::FTRACE_PRE_IP_OFFSET;
 pub(crate) const FTRACE_GUARD: usize = <Arch as Entries>::FTRACE_GUARD;

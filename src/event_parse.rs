@@ -133,6 +133,8 @@ pub enum ErrKind {
     BadInsnBndry,
     /// `-:` of an event that does not exist.
     NoSuchEvent,
+    /// The probed symbol names several (static) functions.
+    NonUniqSymbol,
 }
 
 impl ErrKind {
@@ -184,6 +186,7 @@ impl ErrKind {
             FailRegProbe => "Failed to register probe event",
             BadInsnBndry => "Probe point is not an instruction boundary",
             NoSuchEvent => "No such event",
+            NonUniqSymbol => "The symbol is not unique",
         }
     }
 
@@ -230,6 +233,20 @@ pub enum Location<'a> {
     /// `MEMADDR`.
     Address(u64),
 }
+
+/// Field names every record of a probe event has (the common fields and
+/// the probe's own head): an argument may not take them
+/// (`reserved_field_names` in kernel/trace/trace_probe.c).
+pub const RESERVED_FIELD_NAMES: [&str; 8] = [
+    "common_type",
+    "common_flags",
+    "common_preempt_count",
+    "common_pid",
+    "common_tgid",
+    "__probe_ip",
+    "__probe_ret_ip",
+    "__probe_func",
+];
 
 /// A parsed `p`/`r` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -705,7 +722,14 @@ impl<'a> ProbeDef<'a> {
             if n > MAX_ARGS {
                 return err(ErrKind::TooManyArgs, self.args_pos);
             }
-            // Names must be unique, generated `argN` ones included.
+            // Not a field every record has (the kernel's
+            // reserved_field_names), and unique, generated `argN` included.
+            if a.name.is_some_and(|n| RESERVED_FIELD_NAMES.contains(&n)) {
+                let pos = tokens(self.args_text, self.args_pos)
+                    .nth(i)
+                    .map_or(self.args_pos, |(p, _)| p);
+                return err(ErrKind::UsedArgName, pos);
+            }
             for (j, b) in self.args().enumerate().take(i) {
                 let b = b?;
                 if names_equal(a.name, i, b.name, j) {

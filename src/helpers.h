@@ -24,6 +24,7 @@ int kp_call_kallsyms_lookup_size_offset(void *fn, unsigned long addr, unsigned l
 					unsigned long *offset);
 int kp_call_kallsyms_on_each_symbol(void *fn, void *data);
 int kp_call_kallsyms_on_each_match_symbol(void *fn, const char *name, void *data);
+int kp_call_module_kallsyms_on_each_symbol(void *fn, const char *modname, void *data);
 bool kp_call_search_exception_tables(void *fn, unsigned long addr, unsigned long *fixup);
 unsigned long kp_call_ftrace_location_range(void *fn, unsigned long start, unsigned long end);
 struct module *kp_call_module_text_address(void *fn, unsigned long addr);

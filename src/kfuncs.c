@@ -81,6 +81,12 @@ KP_KCALL int kp_call_kallsyms_on_each_match_symbol(void *fn, const char *name, v
 	return KP_FN(kallsyms_on_each_match_symbol, fn)(kp_each_match_cb, name, data);
 }
 
+/* Every symbol of the loaded module modname (every module: NULL). */
+KP_KCALL int kp_call_module_kallsyms_on_each_symbol(void *fn, const char *modname, void *data)
+{
+	return KP_FN(module_kallsyms_on_each_symbol, fn)(modname, kp_each_symbol_cb, data);
+}
+
 /*
  * Whether the instruction at addr has an exception-table entry; if so,
  * *fixup is where its fixup lands (the field is relative to itself on

@@ -78,6 +78,19 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
         return Err(EINVAL);
     }
     if let Some(why) = symbols::reserved_by(addr, arch::FTRACE_GUARD) {
+        // Inside an ftrace site's instruction (x86_64: past the first byte
+        // of its 5-byte call or NOP): not an instruction boundary, as the
+        // kernel's kprobes say (-EILSEQ), not someone else's text. (A
+        // misaligned address is the arch's to refuse, as the kernel's
+        // arm64 kprobes do: -EINVAL.)
+        if why == symbols::FTRACE_SITE
+            && arch::insn_aligned(addr)
+            && !symbols::is_ftrace_site(addr)
+            && symbols::reserved_by(addr, 0) == Some(symbols::FTRACE_SITE)
+        {
+            pr_err!("{} is inside an ftrace call site's instruction\n", name());
+            return Err(crate::errno::eilseq());
+        }
         if !(ftrace && why == symbols::FTRACE_SITE) {
             pr_err!("{} is {}: other kernel code rewrites it\n", name(), why);
             return Err(EBUSY);

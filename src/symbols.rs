@@ -41,6 +41,11 @@ extern "C" {
         name: *const c_char,
         data: *mut c_void,
     ) -> c_int;
+    fn kp_call_module_kallsyms_on_each_symbol(
+        f: usize,
+        modname: *const c_char,
+        data: *mut c_void,
+    ) -> c_int;
     fn kp_call_search_exception_tables(f: usize, addr: usize, fixup: *mut usize) -> bool;
     fn kp_call_ftrace_location_range(f: usize, start: usize, end: usize) -> c_ulong;
     fn kp_call_text_reserved(
@@ -121,6 +126,9 @@ pub unsafe extern "C" fn kp_resolved_call(idx: usize, call: *mut usize) -> *cons
 static LOOKUP_NAME: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static ON_EACH_MATCH: AtomicUsize = AtomicUsize::new(0);
+/// `module_kallsyms_on_each_symbol()` (0: not found; then module symbols
+/// are not counted by [`count_named`]).
+static ON_EACH_MODULE_SYMBOL: AtomicUsize = AtomicUsize::new(0);
 static SEARCH_EXTABLES: AtomicUsize = AtomicUsize::new(0);
 /// `ftrace_graph_ret_addr()` and `return_to_handler` (function graph
 /// tracer; 0 without it).
@@ -335,6 +343,12 @@ pub(crate) fn init() -> Result {
         return Err(ENOENT);
     };
     ON_EACH_MATCH.store(each, Ordering::Release);
+    // Not exported; counts a name's symbols in modules (probe events
+    // refuse a name that is not unique, as the kernel's do).
+    ON_EACH_MODULE_SYMBOL.store(
+        lookup_function(c_str!("module_kallsyms_on_each_symbol")).unwrap_or(0),
+        Ordering::Release,
+    );
     // Not exported; tells instructions with an exception-table fixup.
     let Some(search) = lookup_function(c_str!("search_exception_tables")) else {
         pr_err!("cannot resolve search_exception_tables\n");
@@ -518,6 +532,39 @@ pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
             (&mut walk as *mut EachMatch<'_>).cast(),
         )
     };
+}
+
+/// How many symbols are named `name`: in vmlinux and every loaded module
+/// (`module` `None`), or in the loaded module `module` only; as the
+/// kernel's `number_of_same_symbols()` counts them for probe events.
+/// Process context (the module walk takes `module_mutex`).
+pub(crate) fn count_named(module: Option<&CStr>, name: &CStr) -> usize {
+    let mut n = 0usize;
+    if module.is_none() {
+        for_each_match(name, |_| n += 1);
+    }
+    let each = ON_EACH_MODULE_SYMBOL.load(Ordering::Acquire);
+    if each != 0 {
+        let want = name.as_bytes();
+        let mut f = |s: &[u8], _: usize| {
+            if s == want {
+                n += 1;
+            }
+            true
+        };
+        let mut walk: EachSymbol<'_> = &mut f;
+        // SAFETY: `each` is `module_kallsyms_on_each_symbol` (or its gate),
+        // resolved in `init`; `module` is NULL or NUL-terminated; `walk`
+        // outlives the call, as `kp_symbols_each` wants.
+        unsafe {
+            kp_call_module_kallsyms_on_each_symbol(
+                each,
+                module.map_or(core::ptr::null(), |m| m.as_char_ptr()),
+                (&mut walk as *mut EachSymbol<'_>).cast(),
+            )
+        };
+    }
+    n
 }
 
 /// `return_to_handler`, the function graph tracer's return hook (0 without

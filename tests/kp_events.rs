@@ -156,7 +156,7 @@ fn events_api_errors(t: &mut Test) {
     kp_expect_eq!(
         t,
         kp::event_command(c"p:kp_kunit/e2 kp_no_such_function_xyz"),
-        Err(ENOENT)
+        Err(EINVAL)
     );
     kp_expect_eq!(
         t,

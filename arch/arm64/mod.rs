@@ -212,6 +212,8 @@ impl Insns for Arch {
 
     const POINT_MAX_SIZE: usize = POINT_MAX_SIZE;
 
+    const INSN_ALIGN: usize = 4;
+
     /// Decodes and classifies the instruction at `addr`, and prepares its slot
     /// unless it is simulated.
     fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {

@@ -287,6 +287,13 @@ fn errors_with_positions() {
         ("p do_sys_open a=", NoArgBody, 16),
         ("p do_sys_open a=%di a=%si", UsedArgName, 20),
         ("p do_sys_open %di arg1=%si", UsedArgName, 18),
+        // The fields every record has (the kernel's reserved_field_names).
+        ("p do_sys_open common_pid=%di", UsedArgName, 14),
+        ("p do_sys_open a=%di common_type=%si", UsedArgName, 20),
+        ("r do_sys_open __probe_ret_ip=$retval", UsedArgName, 14),
+        ("p do_sys_open __probe_ip=%di", UsedArgName, 14),
+        ("p do_sys_open __probe_func=%di", UsedArgName, 14),
+        ("p do_sys_open common_preempt_count=%di", UsedArgName, 14),
         ("p do_sys_open a=%di:x8[4]", ArrayUnsupported, 20),
         (
             "p do_sys_open a=+0(+0(+0(+0(+0(+0(+0(+0(%di))))))))",

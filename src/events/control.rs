@@ -80,17 +80,23 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
     match cmd {
         Command::Empty => Ok(()),
         Command::Remove { group, event } => {
-            let group = group.unwrap_or(ep::DEFAULT_GROUP);
-            let events = g.events();
-            let Some(i) = events
-                .iter()
-                .position(|e| e.name_str() == event && e.group_str() == group)
-            else {
+            // Without a group, the event of that name in every group, as
+            // the kernel's dyn_event_release() does (stopping at the first
+            // that cannot go).
+            let matches =
+                |e: &Event| e.name_str() == event && group.map_or(true, |g| e.group_str() == g);
+            if !g.events().iter().any(|e| matches(e)) {
                 return fail(g, ErrKind::NoSuchEvent, 2, ENOENT);
-            };
-            remove_at(g, i)?;
+            }
+            let mut r = Ok(());
+            while let Some(i) = g.events().iter().position(|e| matches(e)) {
+                r = remove_at(g, i);
+                if r.is_err() {
+                    break;
+                }
+            }
             reset_buffers();
-            Ok(())
+            r
         }
         Command::Probe(d) => {
             // Room first: once registered, the event must not be dropped.
@@ -108,6 +114,20 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
                 .any(|e| e.name_str() == event && e.group_str() == group)
             {
                 return fail(g, ErrKind::EventExist, 2, EEXIST);
+            }
+            // The symbol first, as the kernel's validate_probe_symbol():
+            // a name several functions share is refused (probe by address
+            // then), an unknown one is an invalid symbol (EINVAL).
+            if let ep::Location::Symbol { module, name, .. } = d.location {
+                match count_symbol(module, name) {
+                    Some(n) if n > 1 => {
+                        return fail(g, ErrKind::NonUniqSymbol, d.location_pos, EINVAL)
+                    }
+                    Some(0) if module.is_none() => {
+                        return fail(g, ErrKind::BadProbeAddr, d.location_pos, EINVAL)
+                    }
+                    _ => {}
+                }
             }
             let mut ev = match build(&d, event) {
                 Ok(ev) => ev,
@@ -169,6 +189,28 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
             Ok(())
         }
     }
+}
+
+/// How many symbols are named `name` (in module `module`, or anywhere);
+/// `None` if a name does not fit the kernel's symbol length.
+fn count_symbol(module: Option<&str>, name: &str) -> Option<usize> {
+    let mut nbuf = [0u8; crate::ksym::KSYM_NAME_LEN + 1];
+    let mut mbuf = [0u8; 64];
+    let cstr = |buf: &mut [u8], s: &str| -> Option<()> {
+        buf.get_mut(..s.len())?.copy_from_slice(s.as_bytes());
+        *buf.get_mut(s.len())? = 0;
+        Some(())
+    };
+    cstr(&mut nbuf, name)?;
+    let name = CStr::from_bytes_with_nul(nbuf.get(..=name.len())?).ok()?;
+    let module = match module {
+        Some(m) => {
+            cstr(&mut mbuf, m)?;
+            Some(CStr::from_bytes_with_nul(mbuf.get(..=m.len())?).ok()?)
+        }
+        None => None,
+    };
+    Some(crate::symbols::count_named(module, name))
 }
 
 /// Removes event `i`: `-EBUSY` while it is enabled.
