@@ -293,7 +293,8 @@ run_events_listing_vs_kernel() {
 	for l in "p:G/r1 $dup" 'p:G/r2 kp_no_such_function_xyz' 'r0:G/r3 do_sys_open' \
 		'p:G/r4 do_sys_open common_pid=$arg1' 'r:G/r5 do_sys_open __probe_ret_ip=$retval' \
 		'p:G/r6 do_sys_open a=$arg1 a=$arg2' 'p:G/r7 do_sys_open+1' \
-		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval'; do
+		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval' \
+		'p:ftrace/function do_sys_open'; do
 		n=$((n + 1))
 		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
 		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")

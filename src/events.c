@@ -98,6 +98,36 @@ void kp_events_set_event_mutex(struct mutex *m)
 	kp_event_mutex = m;
 }
 
+/* The trace event core's list of every event call (ftrace_events,
+ * kernel/trace/trace.h; not exported), resolved at load: NULL if not. */
+static struct list_head *kp_ftrace_events;
+
+void kp_events_set_ftrace_events(struct list_head *l);
+void kp_events_set_ftrace_events(struct list_head *l)
+{
+	kp_ftrace_events = l;
+}
+
+/* Whether an event call system/name exists, the kernel's own built-in
+ * ones (ftrace/function, ...) included: find_trace_event_call() of
+ * kernel/trace/trace_events.c. event_mutex held. */
+static bool kp_event_call_exists(const char *system, const char *name)
+{
+	struct trace_event_call *call;
+	const char *n;
+
+	if (!kp_ftrace_events)
+		return false;
+	list_for_each_entry(call, kp_ftrace_events, list) {
+		if (!call->class || !call->class->system || strcmp(system, call->class->system))
+			continue;
+		n = trace_event_name(call);
+		if (n && !strcmp(name, n))
+			return true;
+	}
+	return false;
+}
+
 /*
  * trace_call_bpf() (kernel/trace/bpf_trace.c; not exported), resolved by
  * src/events/ at load: runs the BPF programs attached to an event through
@@ -279,6 +309,9 @@ int kp_tev_register(struct kp_tev *t)
 		return -EEXIST;
 	}
 	mutex_lock(kp_event_mutex);
+	ret = -EEXIST;
+	if (kp_event_call_exists(t->class.system, t->call.name))
+		goto out;
 	ret = -ENODEV;
 	if (register_trace_event(&t->call.event)) {
 		ret = trace_add_event_call(&t->call);
@@ -287,6 +320,7 @@ int kp_tev_register(struct kp_tev *t)
 		else
 			t->registered = true;
 	}
+out:
 	mutex_unlock(kp_event_mutex);
 	return ret;
 }

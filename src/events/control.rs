@@ -177,12 +177,13 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
                 // SAFETY: not registered with the trace core; the probe is
                 // gone (unregister waited for its handlers).
                 unsafe { kp_tev_free(ev.tev) };
+                // The caret at the line's start, as the kernel puts it.
                 let kind = if r == -(bindings::EEXIST as c_int) {
                     ErrKind::EventExist
                 } else {
                     ErrKind::FailRegProbe
                 };
-                return fail(g, kind, 2, Error::from_errno(r));
+                return fail(g, kind, 0, Error::from_errno(r));
             }
             // Cannot fail: room was reserved above.
             let _ = g.events().push(ev, GFP_KERNEL);

@@ -57,6 +57,7 @@ pub(super) const REGS: &ep::RegTable = crate::arch::event_regs::EVENT_REGS;
 
 extern "C" {
     fn kp_events_set_event_mutex(m: *mut c_void);
+    fn kp_events_set_ftrace_events(l: *mut c_void);
     #[cfg(CONFIG_BPF_EVENTS)]
     fn kp_events_set_trace_call_bpf(f: *mut c_void);
     fn kp_events_lock();
@@ -237,6 +238,14 @@ pub(crate) fn init() {
         // forever; the C glue calls it with its declared type.
         Some(f) => unsafe { kp_events_set_trace_call_bpf(f as *mut c_void) },
         None => pr_warn!("trace_call_bpf not found: BPF programs on probe events will not run\n"),
+    }
+    // Every event call, the kernel's built-in ones too: a name taken by
+    // one of those (ftrace/function) is refused as the kernel refuses it.
+    match crate::symbols::lookup_name(kernel::c_str!("ftrace_events")) {
+        // SAFETY: the kernel's `struct list_head ftrace_events`, lives
+        // forever; read under `event_mutex` only.
+        Some(l) => unsafe { kp_events_set_ftrace_events(l as *mut c_void) },
+        None => pr_warn!("ftrace_events not found: names of built-in events are not refused\n"),
     }
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
         // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
