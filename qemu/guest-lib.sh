@@ -294,7 +294,7 @@ run_events_listing_vs_kernel() {
 		'p:G/r4 do_sys_open common_pid=$arg1' 'r:G/r5 do_sys_open __probe_ret_ip=$retval' \
 		'p:G/r6 do_sys_open a=$arg1 a=$arg2' 'p:G/r7 do_sys_open+1' \
 		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval' \
-		'p:ftrace/function do_sys_open'; do
+		'p:ftrace/function do_sys_open' 'p:G/r11 do_sys_open a=%lr'; do
 		n=$((n + 1))
 		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
 		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")

@@ -5,7 +5,8 @@
 //! `struct pt_regs`. Pure data: the host crate builds it too (the grammar's
 //! tests and fuzzer use both arches' tables).
 
-/// arm64: `x0`..`x30`, `sp`, `pc`, `pstate`.
+/// arm64: `x0`..`x30`, `lr` (x30), `sp`, `pc`, `pstate`: the kernel's
+/// `regoffset_table` (arch/arm64/kernel/ptrace.c).
 pub const EVENT_REGS: &[(&str, u16)] = &[
     ("x0", 0),
     ("x1", 1),
@@ -38,6 +39,7 @@ pub const EVENT_REGS: &[(&str, u16)] = &[
     ("x28", 28),
     ("x29", 29),
     ("x30", 30),
+    ("lr", 30),
     ("sp", 31),
     ("pc", 32),
     ("pstate", 33),

@@ -97,6 +97,15 @@ fn documentation_examples() {
         parse_line("p do_sys_open %di", ARM64_REGS),
         Err(e) if e.kind == ErrKind::BadRegName
     ));
+    // The link register by its kernel name too.
+    match parse_line("p do_sys_open a=%lr b=%x30", ARM64_REGS) {
+        Ok(Command::Probe(d)) => {
+            let a = args(&d);
+            assert_eq!(a[0].program(), &[Op::Reg(30)]);
+            assert_eq!(a[1].program(), &[Op::Reg(30)]);
+        }
+        other => panic!("{other:?}"),
+    }
 
     assert_eq!(
         parse_line("-:myprobe", X86_64_REGS),
