@@ -294,7 +294,8 @@ run_events_listing_vs_kernel() {
 		'p:G/r4 do_sys_open common_pid=$arg1' 'r:G/r5 do_sys_open __probe_ret_ip=$retval' \
 		'p:G/r6 do_sys_open a=$arg1 a=$arg2' 'p:G/r7 do_sys_open+1' \
 		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval' \
-		'p:ftrace/function do_sys_open' 'p:G/r11 do_sys_open a=%lr'; do
+		'p:ftrace/function do_sys_open' 'p:G/r11 do_sys_open a=%lr' \
+		'r:G/r12 do_sys_open a=$arg1' 'r:G/r13 do_sys_open+4 a=$arg1'; do
 		n=$((n + 1))
 		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
 		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")
@@ -308,6 +309,34 @@ run_events_listing_vs_kernel() {
 	echo 'p:kpcmp_y/same vfs_read' >>$E
 	check events-remove-any-group sh -c "echo '-:same' >>$E && ! grep -q '/same ' $E"
 }
+# $argN on a return probe (saved at the entry): the same record as the
+# kernel's own return event with the same arguments, for the same call
+# made twice.
+run_events_retprobe_args_vs_kernel() {
+	if [ ! -e $T/kprobe_events ]; then
+		echo "KP-CHECK: skip events-retprobe-args-as-kernel (the kernel has no kprobe events)"
+		return
+	fi
+	a='do_sys_open dfd=$arg1:s32 name=+0($arg2):string ret=$retval:s64'
+	check events-retprobe-args-define sh -c "echo 'r:kpra/ro $a' >>$E"
+	echo "r:kpra_k/rk $a" >>$T/kprobe_events
+	echo >$T/trace
+	# One after the other: both hijacking the same return at once, the one
+	# that comes second would see the other's trampoline as the caller.
+	for ev in kpra/ro kpra_k/rk; do
+		echo 1 >$T/events/$ev/enable
+		cat $TESTFILE >/dev/null
+		echo 0 >$T/events/$ev/enable
+	done
+	ours=$(grep -E '^ *cat-[0-9]+ .* ro: ' $T/trace | head -n 1 | sed 's/.* ro: //')
+	kern=$(grep -E '^ *cat-[0-9]+ .* rk: ' $T/trace | head -n 1 | sed 's/.* rk: //')
+	echo "return probe with \$arg1/\$arg2, ours:   $ours"
+	echo "return probe with \$arg1/\$arg2, kernel: $kern"
+	check events-retprobe-args-as-kernel sh -c "[ -n '$ours' ] && [ '$ours' = '$kern' ] && echo '$ours' | grep -q 'dfd=-100 name=\"$TESTFILE\" ret=3'"
+	echo '-:kpra/ro' >>$E
+	echo '-:kpra_k/rk' >>$T/kprobe_events
+}
+
 # refusal FILE LOG GROUP LINE: writes LINE (its G/ group renamed GROUP) to
 # FILE; prints "accepted" (and removes the event again), or "refused" and
 # the entry it left in LOG, its timestamp and source dropped, the group

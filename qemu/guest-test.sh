@@ -77,6 +77,7 @@ if true; then
 	run_events
 	run_events_bpf
 	run_events_listing_vs_kernel
+	run_events_retprobe_args_vs_kernel
 	run_events_stress
 	run_events_corpus
 	check module-churn-100 module_churn

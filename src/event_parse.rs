@@ -296,7 +296,8 @@ pub enum Op<'a> {
     Stack(u32),
     /// `$stack`: the stack pointer.
     StackAddr,
-    /// `$argN` (0-based here; `$arg1` is `Arg(0)`).
+    /// `$argN` (0-based here; `$arg1` is `Arg(0)`); on a return probe, its
+    /// value at the function's entry.
     Arg(u32),
     /// `$retval`.
     Retval,
@@ -995,7 +996,10 @@ fn parse_expr<'a>(
             } else if let Some(n) = v.strip_prefix("arg") {
                 match dec_u32(n) {
                     Some(n) if n >= 1 => {
-                        if !ctx.at_entry || ctx.is_return {
+                        // At a function entry, or its return (the
+                        // value it had at the entry: the engine saves it
+                        // there, as the kernel's entry data does).
+                        if !ctx.at_entry {
                             return err(ErrKind::NoFentryArgs, pos);
                         }
                         Op::Arg(n.saturating_sub(1))

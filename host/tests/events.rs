@@ -97,6 +97,15 @@ fn documentation_examples() {
         parse_line("p do_sys_open %di", ARM64_REGS),
         Err(e) if e.kind == ErrKind::BadRegName
     ));
+    // $argN on a return probe: the value at the entry (the engine saves it).
+    match parse_line("r do_sys_open a=$arg2 r=$retval", X86_64_REGS) {
+        Ok(Command::Probe(d)) => {
+            let a = args(&d);
+            assert_eq!(a[0].program(), &[Op::Arg(1)]);
+            assert_eq!(a[1].program(), &[Op::Retval]);
+        }
+        other => panic!("{other:?}"),
+    }
     // The link register by its kernel name too.
     match parse_line("p do_sys_open a=%lr b=%x30", ARM64_REGS) {
         Ok(Command::Probe(d)) => {
@@ -268,7 +277,6 @@ fn errors_with_positions() {
         ("p do_sys_open a=$stackx", BadStackNum, 16),
         ("p do_sys_open a=$arg0", BadArgNum, 16),
         ("p do_sys_open+4 a=$arg1", NoFentryArgs, 18),
-        ("r do_sys_open a=$arg1", NoFentryArgs, 16),
         ("p do_sys_open a=$foo", BadVar, 16),
         ("p do_sys_open dfd=%xx", BadRegName, 18),
         ("p do_sys_open a=@0xzz", BadMemAddr, 16),

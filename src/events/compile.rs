@@ -200,8 +200,23 @@ pub(super) fn build(
         }
     }
     let mut rp = KpKretprobe::new();
+    // A return event's `$argN`: saved at the entry, a word each.
+    let mut entry_args = KVec::new();
     if d.is_return {
         rp.maxactive = d.maxactive.map_or(0, |m| m as c_int);
+        for a in args.iter() {
+            for op in &a.ops[..a.nops] {
+                if let COp::Arg(k) = *op {
+                    if !entry_args.contains(&k) {
+                        entry_args.push(k, GFP_KERNEL).map_err(enomem)?;
+                    }
+                }
+            }
+        }
+        if !entry_args.is_empty() {
+            rp.entry_handler = Some(super::record::on_entry);
+            rp.data_size = entry_args.len() * core::mem::size_of::<u64>();
+        }
     }
     KBox::new(
         Event {
@@ -214,6 +229,7 @@ pub(super) fn build(
             def,
             args,
             fixed,
+            entry_args,
             hits: crate::percpu::Counter::new().map_err(enomem)?,
         },
         GFP_KERNEL,

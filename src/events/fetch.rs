@@ -29,13 +29,33 @@ pub(super) fn read_word(addr: usize, user: bool, size: usize) -> Option<u64> {
     (r == 0).then_some(v)
 }
 
+/// What a fetch program reads at a hit: the registers, and on a return
+/// probe the values of `$argN` saved at the function's entry.
+#[derive(Clone, Copy)]
+pub(super) struct Hit<'a> {
+    pub(super) regs: &'a pt_regs,
+    /// The argument numbers the event saves at entry (`Event::entry_args`)
+    /// and their values for this call; empty on entry probes.
+    pub(super) saved: (&'a [u32], &'a [u64]),
+}
+
+/// The value of function argument `k` (0-based) in `regs`, at an entry.
+pub(super) fn arg_value(regs: &pt_regs, k: u32) -> Option<u64> {
+    // SAFETY: `Regs` is a transparent `pt_regs`; shared view.
+    match unsafe { &*(regs as *const pt_regs).cast::<Regs>() }.arg_location(k as usize) {
+        Location::Register(x) => Some(x as u64),
+        Location::Stack(a) => read_word(a, false, 8),
+    }
+}
+
 /// Runs `ops`; the last op, when it is a dereference and `last` says so, is
 /// not executed: its address is returned (for strings and sized reads).
 pub(super) fn run(
     ops: &[COp],
-    regs: &pt_regs,
+    hit: Hit<'_>,
     stop_before_last_deref: bool,
 ) -> Option<(u64, Option<bool>)> {
+    let regs = hit.regs;
     let mut v = 0u64;
     let n = ops.len();
     for (i, op) in ops.iter().enumerate() {
@@ -45,12 +65,11 @@ pub(super) fn run(
             COp::Reg(r) => unsafe { *(regs as *const pt_regs).cast::<u64>().add(usize::from(r)) },
             COp::Stack(k) => read_word(regs::sp(regs) + 8 * k as usize, false, 8)?,
             COp::StackAddr => regs::sp(regs) as u64,
-            // SAFETY: `Regs` is a transparent `pt_regs`; shared view.
-            COp::Arg(k) => match unsafe { &*(regs as *const pt_regs).cast::<Regs>() }
-                .arg_location(k as usize)
-            {
-                Location::Register(x) => x as u64,
-                Location::Stack(a) => read_word(a, false, 8)?,
+            // On a return probe, the value saved at the entry.
+            COp::Arg(k) => match hit.saved.0.iter().position(|&s| s == k) {
+                Some(i) => *hit.saved.1.get(i)?,
+                None if hit.saved.0.is_empty() => arg_value(regs, k)?,
+                None => return None,
             },
             COp::Retval => regs::return_value(regs) as u64,
             // Resolved at compile time; `$comm` is read as a string.
@@ -69,9 +88,9 @@ pub(super) fn run(
 }
 
 /// The value of a non-string argument.
-pub(super) fn fetch_value(a: &Arg, regs: &pt_regs) -> u64 {
+pub(super) fn fetch_value(a: &Arg, hit: Hit<'_>) -> u64 {
     let ops = &a.ops[..a.nops];
-    let v = match run(ops, regs, true) {
+    let v = match run(ops, hit, true) {
         Some((addr, Some(user))) => read_word(addr as usize, user, value_size(a.ty)).unwrap_or(0),
         Some((v, None)) => v,
         None => 0,
@@ -86,7 +105,7 @@ pub(super) fn fetch_value(a: &Arg, regs: &pt_regs) -> u64 {
 
 /// Copies a string argument into `out` (NUL-terminated, truncated);
 /// returns the bytes used (0: fault).
-pub(super) fn fetch_string(a: &Arg, regs: &pt_regs, out: &mut [u8]) -> usize {
+pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, out: &mut [u8]) -> usize {
     if out.is_empty() {
         return 0;
     }
@@ -101,7 +120,7 @@ pub(super) fn fetch_string(a: &Arg, regs: &pt_regs, out: &mut [u8]) -> usize {
         return n + 1;
     }
     if a.ty == Type::SymStr {
-        let v = fetch_value(a, regs);
+        let v = fetch_value(a, hit);
         // SAFETY: bounded formatting of an address with %pS.
         let n = unsafe {
             snprintf(
@@ -113,7 +132,7 @@ pub(super) fn fetch_string(a: &Arg, regs: &pt_regs, out: &mut [u8]) -> usize {
         };
         return (n.max(0) as usize).min(out.len() - 1) + 1;
     }
-    let Some((addr, user)) = run(ops, regs, true) else {
+    let Some((addr, user)) = run(ops, hit, true) else {
         return 0;
     };
     let user = user.unwrap_or(false) || a.ty == Type::UString || is_user_addr(addr as usize);

@@ -74,7 +74,13 @@ extern "C" {
     fn kp_tev_free(t: *mut c_void);
     fn kp_tev_enabled(t: *mut c_void) -> bool;
     fn kp_tev_id(t: *mut c_void) -> c_int;
-    fn kp_tev_record(t: *mut c_void, regs: *mut pt_regs, ip: usize, ret_ip: usize);
+    fn kp_tev_record(
+        t: *mut c_void,
+        regs: *mut pt_regs,
+        ip: usize,
+        ret_ip: usize,
+        edata: *const c_void,
+    );
     fn trace_define_field(
         call: *mut c_void,
         ty: *const c_char,
@@ -133,6 +139,9 @@ pub(crate) struct Event {
     pub(super) args: KVec<Arg>,
     /// Size of the arguments' fixed part.
     pub(super) fixed: usize,
+    /// A return event's `$argN` numbers (0-based, distinct), saved at the
+    /// function's entry in this order, a word each (the kretprobe's data).
+    pub(super) entry_args: KVec<u32>,
     pub(super) hits: crate::percpu::Counter,
 }
 

@@ -19,10 +19,10 @@ use kernel::ffi::{c_char, c_int, c_void};
 pub(crate) unsafe extern "C" fn kp_ev_args_size(
     owner: *mut c_void,
     regs: *mut pt_regs,
-    _ret_ip: usize,
+    edata: *const c_void,
 ) -> usize {
     // SAFETY: per the function's contract.
-    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    let (ev, hit) = unsafe { hit_of(owner, regs, edata) };
     let mut total = ev.fixed;
     let mut strings = ev.args.iter().filter(|a| a.ty.is_string()).peekable();
     if strings.peek().is_none() {
@@ -31,9 +31,35 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
     }
     let mut tmp = [0u8; MAX_STRING];
     for a in strings {
-        total += fetch_string(a, regs, &mut tmp);
+        total += fetch_string(a, hit, &mut tmp);
     }
     total
+}
+
+/// The event and what its fetch programs read at this hit.
+///
+/// # Safety
+///
+/// `owner` is a live event, `regs` the trap frame, `edata` NULL or (a
+/// return probe's) the data its entry handler saved for this call.
+unsafe fn hit_of<'a>(
+    owner: *mut c_void,
+    regs: *mut pt_regs,
+    edata: *const c_void,
+) -> (&'a Event, Hit<'a>) {
+    // SAFETY: per the function's contract.
+    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    let args = &ev.entry_args[..];
+    let saved = if edata.is_null() || args.is_empty() {
+        (&[][..], &[][..])
+    } else {
+        // SAFETY: the entry handler filled one word per saved argument
+        // (`data_size` is that many words, 8-byte aligned).
+        (args, unsafe {
+            core::slice::from_raw_parts(edata.cast::<u64>(), args.len())
+        })
+    };
+    (ev, Hit { regs, saved })
 }
 
 /// C callback: fills the arguments of a reserved record of `size` bytes
@@ -41,19 +67,19 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
 ///
 /// # Safety
 ///
-/// `owner` is a live event, `regs` the trap frame, `entry` a reserved record
-/// of `head + size` bytes.
+/// `owner` is a live event, `regs` the trap frame, `edata` as for
+/// `kp_tev_record()`, `entry` a reserved record of `head + size` bytes.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_store_args(
     owner: *mut c_void,
     regs: *mut pt_regs,
-    _ret_ip: usize,
+    edata: *const c_void,
     entry: *mut u8,
     head: usize,
     size: usize,
 ) {
     // SAFETY: per the function's contract.
-    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
+    let (ev, hit) = unsafe { hit_of(owner, regs, edata) };
     // SAFETY: the record has `head + size` bytes.
     let body = unsafe { core::slice::from_raw_parts_mut(entry.add(head), size) };
     let mut dyn_at = ev.fixed.min(size);
@@ -64,14 +90,14 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
         if a.ty.is_string() {
             let room = (size - dyn_at).min(MAX_STRING);
             let (field_end, rest) = body.split_at_mut(dyn_at);
-            let n = fetch_string(a, regs, &mut rest[..room]);
+            let n = fetch_string(a, hit, &mut rest[..room]);
             let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
             if let Some(f) = field_end.get_mut(a.offset..a.offset + 4) {
                 f.copy_from_slice(&loc.to_ne_bytes());
             }
             dyn_at += n;
         } else {
-            let v = fetch_value(a, regs).to_ne_bytes();
+            let v = fetch_value(a, hit).to_ne_bytes();
             field.copy_from_slice(&v[..a.size]);
         }
     }
@@ -217,7 +243,29 @@ pub(super) unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> 
     let ev = unsafe { &*p.cast::<Event>() };
     ev.hits.inc();
     // SAFETY: a registered event; `regs` is the trap frame.
-    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0) };
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0, core::ptr::null()) };
+    0
+}
+
+/// A return event's entry handler: saves the `$argN` values its arguments
+/// read, at the function's entry (the kernel's `store_trace_entry_data()`).
+///
+/// # Safety
+///
+/// Called by the engine with an instance of an event's kretprobe, whose
+/// `data_size` holds a word per saved argument.
+pub(super) unsafe extern "C" fn on_entry(
+    ri: *mut KpKretprobeInstance,
+    regs: *mut pt_regs,
+) -> c_int {
+    // SAFETY: `rp` is the first field of a live `Event`; `regs` the frame.
+    let (ev, regs) = unsafe { (&*(*ri).rp.cast::<Event>(), &*regs) };
+    // SAFETY: `data_size` is a word per saved argument, 8-byte aligned.
+    let data =
+        unsafe { core::slice::from_raw_parts_mut((*ri).data().cast::<u64>(), ev.entry_args.len()) };
+    for (d, &k) in data.iter_mut().zip(ev.entry_args.iter()) {
+        *d = fetch::arg_value(regs, k).unwrap_or(0);
+    }
     0
 }
 
@@ -233,7 +281,14 @@ pub(super) unsafe extern "C" fn on_return(
     // SAFETY: `rp` is the first field of a live `Event`.
     let (ev, ret) = unsafe { (&*(*ri).rp.cast::<Event>(), (*ri).ret_addr) };
     ev.hits.inc();
+    // What the entry handler saved (if it is there: none without `$argN`).
+    let edata = if ev.entry_args.is_empty() {
+        core::ptr::null()
+    } else {
+        // SAFETY: the instance is live while its return handler runs.
+        unsafe { (*ri).data().cast_const().cast() }
+    };
     // SAFETY: as in `on_hit`.
-    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret) };
+    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret, edata) };
     0
 }
