@@ -393,7 +393,9 @@ static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
 	 * returns 0 drops the perf record. */
 	if (bpf_prog_array_valid(&t->call)) {
 		unsigned long orig_ip = instruction_pointer(regs);
-		unsigned int ret = 0;
+		/* Without trace_call_bpf() the programs cannot run: they
+		 * filter nothing out either. */
+		unsigned int ret = 1;
 
 		if (kp_trace_call_bpf)
 			ret = kp_call_trace_call_bpf(kp_trace_call_bpf, &t->call, regs);

@@ -286,6 +286,14 @@ bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr)
 	return ret;
 }
 
+unsigned int kp_helper_num_possible_cpus(void);
+
+/* num_possible_cpus(), a macro around cpumask_weight(). */
+unsigned int kp_helper_num_possible_cpus(void)
+{
+	return num_possible_cpus();
+}
+
 /*
  * Whether the module symbol that kallsyms gave for addr, starting at start,
  * can contain it: both in the same text allocation of the module. For text

@@ -196,7 +196,6 @@ extern "C" {
     fn kp_helper_exit_hook_register() -> c_int;
     fn kp_helper_exit_hook_unregister();
     fn kp_helper_on_task_stack(addr: usize) -> bool;
-    static nr_cpu_ids: kernel::ffi::c_uint;
 }
 
 /// Functions whose returns must not be hijacked: they switch stacks or
@@ -608,10 +607,13 @@ pub(crate) fn forget_if_kretprobe(g: &RegGuard, kp: *mut KpKprobe) {
 }
 
 /// How many instances a kretprobe gets when it asks for none
-/// (`maxactive` 0): the kernel's `max(10, 2 * CPUs)`.
+/// (`maxactive` 0): the kernel's `max(10, 2 * num_possible_cpus())`.
 pub(crate) fn default_maxactive() -> usize {
-    // SAFETY: reads an exported variable.
-    core::cmp::max(10, 2 * unsafe { nr_cpu_ids } as usize)
+    extern "C" {
+        fn kp_helper_num_possible_cpus() -> kernel::ffi::c_uint;
+    }
+    // SAFETY: reads the possible-CPU mask.
+    core::cmp::max(10, 2 * unsafe { kp_helper_num_possible_cpus() } as usize)
 }
 
 /// Counts a missed return in `rp`'s `nmissed` and under its cause.

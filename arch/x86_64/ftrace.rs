@@ -47,7 +47,7 @@ unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
     unsafe { crate::hit::on_ftrace(f.addr, regs, true) };
     let to = regs.ip;
     // SAFETY: as above.
-    unsafe { super::tramp_leave(regs, &f, to) };
+    unsafe { super::tramp_leave(&f, to) };
 }
 
 // ---- Entry probes: where they go, and the ftrace path's fixups ----

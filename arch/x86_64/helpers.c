@@ -4,6 +4,7 @@
  * C callback) and sync_core(), a static inline. All logic is in Rust
  * (arch/x86_64/trap.rs).
  */
+#include <linux/irqflags.h>
 #include <linux/kdebug.h>
 #include <linux/notifier.h>
 #include <linux/ptrace.h>
@@ -64,4 +65,20 @@ static void kp_sync_core_ipi(void *unused)
 void kp_helper_sync_all_cores(void)
 {
 	on_each_cpu(kp_sync_core_ipi, NULL, 1);
+}
+
+bool kp_x86_lockdep_irqs_enabled(void);
+
+/*
+ * Whether lockdep believes this CPU's interrupts on (its hardirqs_enabled,
+ * which raw masking does not change): what a register-saving trampoline
+ * must give back to lockdep on its way out.
+ */
+bool kp_x86_lockdep_irqs_enabled(void)
+{
+#ifdef CONFIG_PROVE_LOCKING
+	return lockdep_hardirqs_enabled();
+#else
+	return false;
+#endif
 }

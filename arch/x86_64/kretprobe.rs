@@ -43,21 +43,26 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     let slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
     // SAFETY: per the function's contract.
     let (regs, index) = unsafe { (&mut *regs, *slot) };
-    // Lockdep learns of the trampoline's `cli` (the kernel's return
-    // trampoline runs its handlers with interrupts off too).
-    // SAFETY: interrupts are off; paired below.
-    unsafe { super::irqs_trace_enter(regs.flags) };
     // The caller's view: the stack pointer after the return.
     regs.sp = slot as usize + 8;
+    let flags = regs.flags;
+    let mut irqs = None;
     // The index slot becomes the address the trampoline returns to, before
     // the handler runs: the trampoline's unwind data (`trampolines.S`)
-    // finds its return address there.
-    // SAFETY: the slot is the trampoline's, above `regs`.
-    let ret = kretprobe::on_return(index, regs, |ret| unsafe { *slot = ret });
+    // finds its return address there. Then lockdep learns of the
+    // trampoline's `cli` (anything it calls may take a stack trace).
+    let ret = kretprobe::on_return(index, regs, |ret| {
+        // SAFETY: the slot is the trampoline's, above `regs`.
+        unsafe { *slot = ret };
+        // SAFETY: interrupts are off; paired below.
+        irqs = Some(unsafe { super::irqs_trace_enter(flags) });
+    });
     // SAFETY: as above.
     unsafe { *slot = ret };
-    // SAFETY: interrupts stay off until the trampoline's `popfq`.
-    unsafe { super::irqs_trace_leave(regs.flags) };
+    if let Some(t) = irqs {
+        // SAFETY: interrupts stay off until the trampoline's `popfq`.
+        unsafe { super::irqs_trace_leave(t) };
+    }
 }
 
 impl Returns for Arch {

@@ -189,7 +189,7 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
         f.resume
     };
     // SAFETY: as above.
-    unsafe { super::tramp_leave(regs, &f, to) };
+    unsafe { super::tramp_leave(&f, to) };
 }
 
 /// Decides whether the probe at `addr` (in the function `[fstart, fstart +

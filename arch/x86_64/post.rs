@@ -107,5 +107,5 @@ unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
         f.resume
     };
     // SAFETY: as above.
-    unsafe { super::tramp_leave(regs, &f, to) };
+    unsafe { super::tramp_leave(&f, to) };
 }

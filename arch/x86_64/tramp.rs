@@ -21,52 +21,76 @@ pub(super) struct TrampFrame {
     pub(super) addr: usize,
     /// The stack pointer before the two words were pushed.
     pub(super) sp: usize,
+    /// What the entry told lockdep.
+    irqs: IrqTrace,
 }
 
 #[cfg(CONFIG_TRACE_IRQFLAGS)]
 extern "C" {
     fn trace_hardirqs_off();
     fn trace_hardirqs_on();
+    fn kp_x86_lockdep_irqs_enabled() -> bool;
 }
 
-/// Tells lockdep about a trampoline's `cli` as `local_irq_save()` would:
-/// only if interrupts were on before it (`flags`, the saved ones).
+/// What a trampoline told lockdep on entry, to undo on the way out.
+#[derive(Clone, Copy)]
+pub(super) struct IrqTrace(bool);
+
+/// Tells lockdep and the irq tracing that interrupts are off for the
+/// handlers (the trampoline's `cli`), if it believed them on; the way out
+/// ([`irqs_trace_leave`]) gives it back what it believed, as the kernel's
+/// NMI entry and exit do (`irqentry_nmi_enter()`/`_exit()`).
 ///
-/// Interrupts masked with the raw helpers, which lockdep does not follow
-/// (`__local_bh_disable_ip()` around `lockdep_softirqs_off()`, say), are off
-/// while lockdep thinks them on; telling it "off" there, with no matching
-/// "on" on the way out (the saved flags say off), left it thinking them off
-/// after the code's own `raw_local_irq_restore()` turned them on.
+/// Not the saved flags: what lockdep believes can differ from them. Code
+/// that masks interrupts the raw way (`__local_bh_disable_ip()` around
+/// `lockdep_softirqs_off()`, say) runs with them off while lockdep thinks
+/// them on; and a post tail runs after a stepped copy that ran with IF
+/// clear while lockdep, restored by the breakpoint's exit, thinks them on.
+/// Telling lockdep "off" on entry but "on" on exit only when the restored
+/// flags said so left it believing interrupts off after the code turned
+/// them back on. Without lockdep (irq tracing only) the saved flags
+/// (`flags`) decide, as `local_irq_save()` would.
 ///
 /// # Safety
 ///
 /// Interrupts are off; pairs with [`irqs_trace_leave`].
 #[inline(always)]
-pub(super) unsafe fn irqs_trace_enter(flags: usize) {
+pub(super) unsafe fn irqs_trace_enter(flags: usize) -> IrqTrace {
     #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    if flags & FLAGS_IF != 0 {
-        // SAFETY: interrupts are off.
-        unsafe { trace_hardirqs_off() };
+    {
+        let on = if cfg!(CONFIG_PROVE_LOCKING) {
+            // SAFETY: reads this CPU's lockdep state.
+            unsafe { kp_x86_lockdep_irqs_enabled() }
+        } else {
+            flags & FLAGS_IF != 0
+        };
+        if on {
+            // SAFETY: interrupts are off.
+            unsafe { trace_hardirqs_off() };
+        }
+        IrqTrace(on)
     }
     #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
-    let _ = flags;
+    {
+        let _ = flags;
+        IrqTrace(false)
+    }
 }
 
-/// Tells lockdep that the trampoline's `popfq` turns interrupts back on, if
-/// the flags it restores (`flags`) say so, as `local_irq_restore()` would.
+/// Gives lockdep back what it believed at [`irqs_trace_enter`].
 ///
 /// # Safety
 ///
-/// Interrupts are off until the `popfq`.
+/// Interrupts are off until the trampoline's `popfq`.
 #[inline(always)]
-pub(super) unsafe fn irqs_trace_leave(flags: usize) {
+pub(super) unsafe fn irqs_trace_leave(t: IrqTrace) {
     #[cfg(CONFIG_TRACE_IRQFLAGS)]
-    if flags & FLAGS_IF != 0 {
+    if t.0 {
         // SAFETY: interrupts are still off until the `popfq`.
         unsafe { trace_hardirqs_on() };
     }
     #[cfg(not(CONFIG_TRACE_IRQFLAGS))]
-    let _ = flags;
+    let _ = t.0;
 }
 
 /// Entry of a trampoline's handler: tells lockdep about the trampoline's
@@ -80,7 +104,7 @@ pub(super) unsafe fn tramp_enter<'a>(
     regs: *mut bindings::pt_regs,
 ) -> (&'a mut bindings::pt_regs, TrampFrame) {
     // SAFETY: per the function's contract, `regs` holds the saved flags.
-    unsafe { irqs_trace_enter((*regs).flags) };
+    let irqs = unsafe { irqs_trace_enter((*regs).flags) };
     let resume_slot = (regs as usize + core::mem::size_of::<bindings::pt_regs>()) as *mut usize;
     // SAFETY: per the function's contract, the two words sit above `regs`.
     let (resume, addr) = unsafe { (*resume_slot, *resume_slot.add(1)) };
@@ -89,6 +113,7 @@ pub(super) unsafe fn tramp_enter<'a>(
         resume,
         addr,
         sp: resume_slot as usize + 16,
+        irqs,
     };
     // SAFETY: per the function's contract.
     (unsafe { &mut *regs }, frame)
@@ -102,9 +127,9 @@ pub(super) unsafe fn tramp_enter<'a>(
 ///
 /// As for [`tramp_enter`], which gave `frame`.
 #[inline(always)]
-pub(super) unsafe fn tramp_leave(regs: &bindings::pt_regs, frame: &TrampFrame, to: usize) {
+pub(super) unsafe fn tramp_leave(frame: &TrampFrame, to: usize) {
     // SAFETY: the slot is the return address of the trampoline's `ret`.
     unsafe { *frame.resume_slot = to };
     // SAFETY: per the function's contract.
-    unsafe { irqs_trace_leave(regs.flags) };
+    unsafe { irqs_trace_leave(frame.irqs) };
 }

@@ -122,10 +122,12 @@ SYM_CODE_END(kp_x86_kret_trampoline)
  * After the handler's call in the detour and the post tail, until the
  * return: the state the entry's UNWIND_HINT_FUNC left the pushes at, the
  * pt_regs above the two words (an unwind from here stops at the engine's
- * slot, as it does in the kernel's optprobe detours).
+ * slot, as it does in the kernel's optprobe detours). A CALL-type hint:
+ * objtool gives a FUNC-type one the function-entry state whatever its
+ * offset says.
  */
 .macro KP_HINT_AFTER_CALL
-	UNWIND_HINT type=UNWIND_HINT_TYPE_FUNC sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
+	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
 .endm
 
 /*
@@ -163,13 +165,20 @@ SYM_CODE_END(kp_x86_opt_common)
  * [rsp + 8] = the probed address.
  *
  * The handlers' pt_regs is the unwinder's view too (UNWIND_HINT_REGS at
- * the call): the post path sets its ip to the next instruction and its sp
- * to the stack pointer after the stepped one before any post handler runs.
+ * the call): the post path sets its ip to the next instruction before any
+ * post handler runs (until then it holds the probed address, and sp the
+ * stack pointer after the stepped instruction).
  */
 SYM_CODE_START(kp_x86_post_common)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
 	KP_SAVE_REGS
+	/* Until the post path sets them: the probed code's stack pointer, and
+	 * the probed address (the continuation is not known here) */
+	leaq	PTREGS_SIZE+16(%rdi), %rax
+	movq	%rax, pt_regs_sp(%rdi)
+	movq	PTREGS_SIZE+8(%rdi), %rax
+	movq	%rax, pt_regs_flags-16(%rdi)	/* ip */
 	UNWIND_HINT_REGS
 	call	kp_x86_post_hit
 	KP_HINT_AFTER_CALL
