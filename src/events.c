@@ -302,11 +302,16 @@ int kp_tev_register(struct kp_tev *t)
 
 	if (!kp_event_mutex)
 		return -ENODEV;
-	/* (Takes event_mutex itself.) */
-	f = trace_get_event_file(NULL, t->class.system, t->call.name);
-	if (!IS_ERR(f)) {
-		trace_put_event_file(f);
-		return -EEXIST;
+	/* Without the list of every event call (kp_event_call_exists(),
+	 * which covers this: each event file is made for a call on that
+	 * list), at least the events with a file in the top instance.
+	 * (Takes event_mutex itself.) */
+	if (!kp_ftrace_events) {
+		f = trace_get_event_file(NULL, t->class.system, t->call.name);
+		if (!IS_ERR(f)) {
+			trace_put_event_file(f);
+			return -EEXIST;
+		}
 	}
 	mutex_lock(kp_event_mutex);
 	ret = -EEXIST;

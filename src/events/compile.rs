@@ -239,7 +239,7 @@ pub(super) fn build(
 
 /// `[module:]name` as a C string in `buf`; `None` if it does not fit.
 pub(super) fn symbol_spec<'b>(
-    buf: &'b mut [u8; 256],
+    buf: &'b mut [u8],
     module: Option<&str>,
     name: &str,
 ) -> Option<&'b CStr> {

@@ -197,18 +197,9 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
 fn count_symbol(module: Option<&str>, name: &str) -> Option<usize> {
     let mut nbuf = [0u8; crate::ksym::KSYM_NAME_LEN + 1];
     let mut mbuf = [0u8; 64];
-    let cstr = |buf: &mut [u8], s: &str| -> Option<()> {
-        buf.get_mut(..s.len())?.copy_from_slice(s.as_bytes());
-        *buf.get_mut(s.len())? = 0;
-        Some(())
-    };
-    cstr(&mut nbuf, name)?;
-    let name = CStr::from_bytes_with_nul(nbuf.get(..=name.len())?).ok()?;
+    let name = symbol_spec(&mut nbuf, None, name)?;
     let module = match module {
-        Some(m) => {
-            cstr(&mut mbuf, m)?;
-            Some(CStr::from_bytes_with_nul(mbuf.get(..=m.len())?).ok()?)
-        }
+        Some(m) => Some(symbol_spec(&mut mbuf, None, m)?),
         None => None,
     };
     Some(crate::symbols::count_named(module, name))
