@@ -203,6 +203,11 @@ struct kp_stats {
 				 * (this CPU's hit levels all taken) */
 	unsigned long kretprobe_task_exits; /* hijacked returns given back as
 				 * their task exited inside the function */
+	unsigned long kretprobe_shadow_returns; /* returns served through the
+				 * function graph tracer's shadow stack (no
+				 * instance used), since the engine loaded */
+	unsigned long kretprobe_shadow_sites; /* functions whose returns the
+				 * shadow stack serves now */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):

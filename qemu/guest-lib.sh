@@ -594,6 +594,7 @@ brk_shared() {
 # not the tracer's return_to_handler.
 fgraph_kret() {
 	via=$(sed -n 's/^kretprobe_via_graph //p' $KP/stats)
+	shadow=$(sed -n 's/^kretprobe_shadow_returns //p' $KP/stats)
 	echo do_sys_open >$T/set_graph_function || return 1
 	# Only do_sys_open itself: its whole call graph overflows the buffer on
 	# the debug kernel (KASAN and lockdep calls).
@@ -609,10 +610,13 @@ fgraph_kret() {
 	lies=$(grep -c 'return_to_handler' $T/trace)
 	# The engine's entry ran after the tracer's (its real-caller lookup ran).
 	via=$(($(sed -n 's/^kretprobe_via_graph //p' $KP/stats) - via))
+	# ... or the engine's own function-graph user served the return (one
+	# more user of the same shadow stack as the tracer).
+	shadow=$(($(sed -n 's/^kretprobe_shadow_returns //p' $KP/stats) - shadow))
 	echo '-:kp_fg/r' >>$E
 	echo nop >$T/current_tracer
 	echo >$T/set_graph_function
 	echo 0 >$T/max_graph_depth
-	echo "fgraph_kret: $graphed graphed calls, $real returns with a real caller ($enoent ENOENT), $lies through return_to_handler, $via entries after the tracer's"
-	[ "$graphed" -gt 0 ] && [ "$real" -gt 0 ] && [ "$enoent" -gt 0 ] && [ "$lies" = 0 ] && [ "$via" -gt 0 ]
+	echo "fgraph_kret: $graphed graphed calls, $real returns with a real caller ($enoent ENOENT), $lies through return_to_handler, $via entries after the tracer's, $shadow returns from the engine's own shadow-stack records"
+	[ "$graphed" -gt 0 ] && [ "$real" -gt 0 ] && [ "$enoent" -gt 0 ] && [ "$lies" = 0 ] && [ $((via + shadow)) -gt 0 ]
 }

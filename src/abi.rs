@@ -234,4 +234,9 @@ pub struct KpStats {
     /// Hijacked returns given back because their task exited inside the
     /// function (not missed: the function never returned), since load.
     pub kretprobe_task_exits: c_ulong,
+    /// Returns served through the function graph tracer's shadow stack (no
+    /// instance used), since the engine loaded.
+    pub kretprobe_shadow_returns: c_ulong,
+    /// Functions whose returns the shadow stack serves now.
+    pub kretprobe_shadow_sites: c_ulong,
 }

@@ -137,6 +137,36 @@ pub(crate) trait Returns {
     fn kret_hijack(regs: &mut pt_regs, stub: usize);
     /// The frame key the function graph tracer records for this return.
     fn kret_graph_retp(regs: &pt_regs) -> usize;
+    /// The frame pointer at a function's entry (callee-saved: the same
+    /// when it returns).
+    fn kret_frame_pointer(regs: &pt_regs) -> usize;
+    /// The registers a return handler sees for a return served through the
+    /// function graph tracer (`src/kret_graph.rs`): `regs` is all zero;
+    /// the stack and frame pointers the function had at its entry, where
+    /// it returns to and the value it returns.
+    fn kret_graph_regs(
+        regs: &mut pt_regs,
+        entry_sp: usize,
+        entry_fp: usize,
+        ret: usize,
+        retval: usize,
+    );
+    /// Calls a return handler so that an unwinder in it walks on to the
+    /// real caller `ret`, whose frame pointer is `fp` (default: a plain
+    /// call; the arch's unwinder finds the caller by itself).
+    ///
+    /// # Safety
+    ///
+    /// `h`'s contract: `inst` and `regs` are valid for the call.
+    unsafe fn kret_call_handler(
+        h: crate::abi::KretHandler,
+        inst: &mut crate::abi::KpKretprobeInstance,
+        regs: &mut pt_regs,
+        _fp: usize,
+    ) {
+        // SAFETY: per the function's contract.
+        unsafe { h(inst, regs) };
+    }
 }
 
 /// A point's jump-optimization state, as the hit path and the optimizer

@@ -21,6 +21,7 @@ mod events;
 mod ftrace;
 mod hit;
 // Pure logic shared with the host tests: `pub` there, partly unused here.
+mod kret_graph;
 mod kretprobe;
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
@@ -131,6 +132,7 @@ impl kernel::Module for KprobesEngine {
         }
         events::init();
         kretprobe::init();
+        kret_graph::init();
         hit::init();
         if let Err(e) = debugfs::init() {
             // Everything above is set up: the unload path takes it down.
@@ -157,6 +159,7 @@ impl Drop for KprobesEngine {
             pr_err!("kretprobe returns still outstanding at unload\n");
         }
         kretprobe::exit();
+        kret_graph::stop();
         hit::exit();
         registry::exit();
         // SAFETY: registered in init.
@@ -168,6 +171,8 @@ impl Drop for KprobesEngine {
         // preempted there: wait until every task has left such code.
         // SAFETY: process context.
         unsafe { kernel::bindings::synchronize_rcu_tasks() };
+        // The same for the function graph tracer's callbacks.
+        kret_graph::exit();
         pr_info!("engine unloaded\n");
     }
 }

@@ -16,6 +16,20 @@ struct module;
 struct cpumask;
 
 /*
+ * Calls through resolved addresses of unexported kernel functions (see
+ * src/kfuncs.c): unchecked by kCFI on IBT kernels, whose sealed functions
+ * have their hash zeroed; the type is always the kernel's own.
+ */
+#ifdef CONFIG_X86_KERNEL_IBT
+#define KP_KCALL __nocfi
+#else
+#define KP_KCALL
+#endif
+
+/* The function at fn, with f's declared type. */
+#define KP_FN(f, fn) ((typeof(&f))(fn))
+
+/*
  * src/kfuncs.c: calls into the unexported kernel functions src/symbols.rs
  * resolves, each at the address (function or gate) passed first.
  */
@@ -39,6 +53,18 @@ int kp_call_stop_machine_cpuslocked(void *fn, int (*cb)(void *), void *data,
 /* src/symbols.rs: one step of a kallsyms walk. */
 int kp_symbols_each(void *data, const char *name, unsigned long addr);
 int kp_symbols_each_match(void *data, unsigned long addr);
+
+/* src/fgraph.c: the function graph tracer's shadow stack for return probes. */
+bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long reserve,
+		   unsigned long retrieve, unsigned long top);
+int kp_graph_add(unsigned long ip, bool first);
+void kp_graph_remove(unsigned long ip, bool last);
+void kp_graph_exit(void);
+void *kp_graph_reserve(int size);
+void *kp_graph_top(unsigned long *func, unsigned long *ret, unsigned long *retp, int *size);
+/* src/kret_graph.rs */
+int kp_graph_enter(unsigned long func);
+void kp_graph_leave(unsigned long func, unsigned long retval, void *block, int size);
 
 /* src/helpers.c */
 unsigned int kp_helper_notifier_callbacks(void *head, unsigned long *out, unsigned int max);

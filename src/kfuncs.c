@@ -41,14 +41,6 @@
 /* kernel/trace/trace.h, which is private to kernel/trace/. */
 void tracing_reset_all_online_cpus(void);
 
-#ifdef CONFIG_X86_KERNEL_IBT
-#define KP_KCALL __nocfi
-#else
-#define KP_KCALL
-#endif
-
-/* The function at fn, with f's declared type. */
-#define KP_FN(f, fn) ((typeof(&f))(fn))
 
 KP_KCALL unsigned long kp_call_kallsyms_lookup_name(void *fn, const char *name)
 {

@@ -83,6 +83,9 @@ struct Pool {
     mem: PoolMem,
     /// Next dead pool waiting for its returns (registration lock).
     next_zombie: *mut Pool,
+    /// Where the function graph tracer's shadow stack serves this
+    /// kretprobe's calls (`src/kret_graph.rs`); the pool is the fallback.
+    graph: Option<crate::kret_graph::Reg>,
 }
 
 /// A pool's instances: from the slab while small; whole pages (vmalloc)
@@ -360,6 +363,7 @@ fn alloc_pool(rp: *mut KpKretprobe, n: usize, data_size: usize) -> Result<*mut P
             stride,
             mem,
             next_zombie: null_mut(),
+            graph: None,
         },
         GFP_KERNEL,
     )?);
@@ -419,6 +423,9 @@ fn register(rp: &mut KpKretprobe) -> Result {
             free_pool(&g, pool);
             return Err(e);
         }
+        let graph = crate::kret_graph::attach(&g, rp, sym.start, sym.size, rp.data_size);
+        // SAFETY: the pool is ours, not yet published.
+        unsafe { (*pool).graph = graph };
     }
     rp.kp_private = pool.cast();
     rp.nmissed = 0;
@@ -429,6 +436,10 @@ fn register(rp: &mut KpKretprobe) -> Result {
         rp.kp.pre_handler = None;
         rp.kp_private = null_mut();
         let g = RegGuard::lock();
+        // SAFETY: never published: ours.
+        if let Some(r) = unsafe { (*pool).graph } {
+            crate::kret_graph::detach(&g, r);
+        }
         free_pool(&g, pool);
         return Err(e);
     }
@@ -468,6 +479,11 @@ pub unsafe extern "C" fn kp_unregister_kretprobe(rp: *mut KpKretprobe) {
     // No new entries after this (it waits for running entry handlers).
     crate::registry::unregister(&mut rp.kp);
     // SAFETY: the pool lives until reaped, which needs it dead first.
+    if let Some(r) = unsafe { (*pool).graph } {
+        // No handler runs for calls in flight on shadow stacks after this.
+        crate::kret_graph::detach(&RegGuard::lock(), r);
+    }
+    // SAFETY: as above.
     unsafe { (*pool).rp.store(null_mut(), Ordering::Release) };
     // Handlers running on a return see the old pointer; wait for them (they
     // run with interrupts off).
@@ -551,6 +567,15 @@ pub unsafe extern "C" fn kp_unregister_kretprobes(rps: *mut *mut KpKretprobe, nu
     // No new entries after this (one grace period for all of them).
     // SAFETY: registered entry probes.
     unsafe { crate::registry::kp_unregister_kprobes(kps.as_mut_ptr(), kps.len() as c_int) };
+    {
+        let g = RegGuard::lock();
+        for &rp in rpv.iter() {
+            // SAFETY: the pool lives until reaped, which needs it dead first.
+            if let Some(r) = unsafe { (*(*rp).kp_private.cast::<Pool>()).graph } {
+                crate::kret_graph::detach(&g, r);
+            }
+        }
+    }
     for &rp in rpv.iter() {
         // SAFETY: the pool lives until reaped, which needs it dead first.
         unsafe {
@@ -597,6 +622,10 @@ pub(crate) fn forget_if_kretprobe(g: &RegGuard, kp: *mut KpKprobe) {
     if pool.is_null() {
         return;
     }
+    // SAFETY: the pool lives until reaped.
+    if let Some(r) = unsafe { (*pool).graph } {
+        crate::kret_graph::detach(g, r);
+    }
     // SAFETY: the pool lives until reaped; a registered kretprobe's pool
     // is on no list.
     unsafe {
@@ -621,7 +650,7 @@ pub(crate) fn default_maxactive() -> usize {
 /// # Safety
 ///
 /// `rp` is a live kretprobe.
-unsafe fn count_missed(rp: *mut KpKretprobe, cause: &AtomicUsize) {
+pub(crate) unsafe fn count_missed(rp: *mut KpKretprobe, cause: &AtomicUsize) {
     // SAFETY: `nmissed` is a naturally aligned int of a live kretprobe.
     unsafe { AtomicI32::from_ptr(core::ptr::addr_of_mut!((*rp).nmissed)) }
         .fetch_add(1, Ordering::Relaxed);
@@ -645,6 +674,19 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     }
     // SAFETY: a registered kretprobe's pool is live.
     let pool = unsafe { &*pool };
+    // This call on the function graph tracer's shadow stack, if it took it.
+    if let Some(h) = pool.graph.and_then(|r| crate::kret_graph::claim(r, regs)) {
+        // SAFETY: `rp` is live.
+        if let Some(eh) = unsafe { (*rp).entry_handler } {
+            // SAFETY: the handler contract; the record lives on this
+            // task's shadow stack until the function returns.
+            if unsafe { eh(&mut *h, regs) } != 0 {
+                return 0;
+            }
+        }
+        crate::kret_graph::arm(h);
+        return 0;
+    }
     let Some(inst) = (0..pool.n).map(|i| pool.instance(i)).find(|&inst| {
         // SAFETY: in range.
         unsafe { &(*inst).state }

@@ -37,7 +37,7 @@ pub(crate) mod missed {
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
-    let (probes, points, slots, instances, inflight, (direct, parked)) = {
+    let (probes, points, slots, instances, inflight, (direct, parked), shadow_sites) = {
         let g = crate::lock::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
         let slots = crate::slots::in_use();
@@ -49,6 +49,7 @@ pub(crate) fn get() -> KpStats {
             crate::kretprobe::instances(&g),
             crate::kretprobe::inflight(&g),
             sites,
+            crate::kret_graph::sites(&g),
         )
     };
     KpStats {
@@ -69,6 +70,8 @@ pub(crate) fn get() -> KpStats {
         missed_kret_unloading: missed::KRET_UNLOADING.load(Ordering::Relaxed) as _,
         missed_kret_nested: missed::KRET_NESTED.load(Ordering::Relaxed) as _,
         kretprobe_task_exits: crate::kretprobe::TASK_EXITS.load(Ordering::Relaxed) as _,
+        kretprobe_shadow_returns: crate::kret_graph::RETURNS.load(Ordering::Relaxed) as _,
+        kretprobe_shadow_sites: shadow_sites as _,
     }
 }
 
@@ -91,7 +94,9 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "missed_kret_no_instance {}", s.missed_kret_no_instance)?;
     writeln!(w, "missed_kret_unloading {}", s.missed_kret_unloading)?;
     writeln!(w, "missed_kret_nested {}", s.missed_kret_nested)?;
-    writeln!(w, "kretprobe_task_exits {}", s.kretprobe_task_exits)
+    writeln!(w, "kretprobe_task_exits {}", s.kretprobe_task_exits)?;
+    writeln!(w, "kretprobe_shadow_returns {}", s.kretprobe_shadow_returns)?;
+    writeln!(w, "kretprobe_shadow_sites {}", s.kretprobe_shadow_sites)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

@@ -87,8 +87,8 @@ pub(crate) fn lookup_function(name: &'static CStr) -> Option<usize> {
 
 /// Every function [`lookup_function`] resolved: its name and the address
 /// the engine calls (for `kp_resolved_call()`). Written at load only.
-static CALLS: [(AtomicPtr<c_char>, AtomicUsize); 24] =
-    [const { (AtomicPtr::new(core::ptr::null_mut()), AtomicUsize::new(0)) }; 24];
+static CALLS: [(AtomicPtr<c_char>, AtomicUsize); 32] =
+    [const { (AtomicPtr::new(core::ptr::null_mut()), AtomicUsize::new(0)) }; 32];
 
 fn record_call(name: &'static CStr, call: usize) {
     if let Some((n, c)) = CALLS
@@ -713,7 +713,7 @@ pub(crate) fn reserved_range_by(
 /// `ftrace_location_range(start, last)`: the first ftrace call site in
 /// `start..=last`, 0 if none; `None` when the function could not be
 /// resolved.
-fn ftrace_location_range(start: usize, last: usize) -> Option<usize> {
+pub(crate) fn ftrace_location_range(start: usize, last: usize) -> Option<usize> {
     let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
     if f == 0 {
         return None;

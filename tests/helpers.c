@@ -15,7 +15,9 @@
  *   allocation from now that consults failslab or fail_page_alloc fails;
  * - a kthread that leaves through kthread_exit() from inside a function the
  *   kp_kret suite probes, waited for until it is dead (get_task_struct()
- *   is an inline);
+ *   is an inline); C targets of return probes served through the function
+ *   graph tracer's shadow stack (ftrace sites), and kthreads that sleep
+ *   inside one of them at once (wait queues are macros);
  * - someone else's ftrace direct call (x86_64; what a BPF trampoline
  *   holds) on a function, for the kp_ftrace case where the engine cannot
  *   have the direct call there; and a kprobe of the kernel's own with a
@@ -32,6 +34,7 @@
 #include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/kthread.h>
+#include <linux/wait.h>
 #include <linux/sched/task.h>
 #include <linux/ftrace.h>
 #include <linux/stddef.h>
@@ -61,6 +64,81 @@ static int kp_exiting_thread(void *arg)
 {
 	kp_test_exits(1);
 	return 0;
+}
+
+/*
+ * Return probes on the function graph tracer's shadow stack (kp_kret):
+ * C functions, so that they have an ftrace site at their entry, and a
+ * crowd of kthreads sleeping inside one of them at once.
+ */
+int kp_test_graph_short(int v);
+int kp_test_graph_gated(int v);
+int kp_test_graph_sleepers_start(int n);
+void kp_test_graph_sleepers_release(void);
+int kp_test_graph_sleepers_wait(int n, int *bad);
+
+static DECLARE_WAIT_QUEUE_HEAD(kp_graph_gate_wq);
+static DECLARE_WAIT_QUEUE_HEAD(kp_graph_done_wq);
+static bool kp_graph_gate_open;
+static atomic_t kp_graph_done = ATOMIC_INIT(0);
+static atomic_t kp_graph_bad = ATOMIC_INIT(0);
+
+noinline int kp_test_graph_short(int v)
+{
+	barrier_data(&v);
+	return v * 3 + 1;
+}
+
+/* Sleeps until kp_test_graph_sleepers_release(); returns v + 1. */
+noinline int kp_test_graph_gated(int v)
+{
+	wait_event(kp_graph_gate_wq, READ_ONCE(kp_graph_gate_open));
+	barrier_data(&v);
+	return v + 1;
+}
+
+static int kp_graph_sleeper(void *arg)
+{
+	int v = (int)(long)arg;
+
+	if (kp_test_graph_gated(v) != v + 1)
+		atomic_inc(&kp_graph_bad);
+	atomic_inc(&kp_graph_done);
+	wake_up(&kp_graph_done_wq);
+	return 0;
+}
+
+/* Starts n kthreads, the i-th calling kp_test_graph_gated(i) and ending
+ * when it returns; returns how many started. */
+int kp_test_graph_sleepers_start(int n)
+{
+	int i;
+
+	WRITE_ONCE(kp_graph_gate_open, false);
+	atomic_set(&kp_graph_done, 0);
+	atomic_set(&kp_graph_bad, 0);
+	for (i = 0; i < n; i++) {
+		struct task_struct *t = kthread_run(kp_graph_sleeper, (void *)(long)i,
+						    "kp_sleeper/%d", i);
+		if (IS_ERR(t))
+			break;
+	}
+	return i;
+}
+
+void kp_test_graph_sleepers_release(void)
+{
+	WRITE_ONCE(kp_graph_gate_open, true);
+	wake_up_all(&kp_graph_gate_wq);
+}
+
+/* Waits (up to 120 s) until n sleepers returned; how many did, and in *bad
+ * how many saw a wrong return value. */
+int kp_test_graph_sleepers_wait(int n, int *bad)
+{
+	wait_event_timeout(kp_graph_done_wq, atomic_read(&kp_graph_done) >= n, 120 * HZ);
+	*bad = atomic_read(&kp_graph_bad);
+	return atomic_read(&kp_graph_done);
 }
 
 /* Runs kp_test_exits(1) on a new kthread and waits until that thread has
@@ -432,4 +510,6 @@ const size_t kp_test_c_layout[] = {
 	offsetof(struct kp_stats, missed_kret_unloading),
 	offsetof(struct kp_stats, missed_kret_nested),
 	offsetof(struct kp_stats, kretprobe_task_exits),
+	offsetof(struct kp_stats, kretprobe_shadow_returns),
+	offsetof(struct kp_stats, kretprobe_shadow_sites),
 };

@@ -646,12 +646,28 @@ extern "C" {
 /// dies (maxactive 1: the next call from this task is tracked, not
 /// missed), run no handler for it, and free everything at unregister.
 fn kret_task_exits_inside(t: &mut Test) {
+    // More per-call data than a shadow-stack record holds: the pool serves
+    // this C function (an ftrace site) as it serves every other entry.
+    task_exits_inside(t, 256);
+}
+
+/// The same on the function graph tracer's shadow stack: the exiting
+/// task's records go with its shadow stack, nothing to give back.
+fn kret_shadow_task_exits_inside(t: &mut Test) {
+    if shadow_available(t) {
+        task_exits_inside(t, 0);
+    }
+}
+
+fn task_exits_inside(t: &mut Test, data_size: usize) {
+    let pool = data_size > 0;
     reset();
     let base = kp::stats();
     let mut rp = kret_on(c"kp_test_exits");
     rp.entry_handler = Some(count_entry);
     rp.handler = Some(count_ret);
     rp.maxactive = 1;
+    rp.data_size = data_size;
     kp_expect_eq!(t, kret_register(&mut rp), 0);
     // SAFETY: a C helper of this module.
     kp_expect_eq!(t, unsafe { kp_test_run_exiting_thread() }, 0);
@@ -677,8 +693,367 @@ fn kret_task_exits_inside(t: &mut Test) {
     kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
     kp_expect_eq!(t, now.probes, base.probes);
     // Counted as given back at exit, not as missed.
-    kp_expect_eq!(t, now.kretprobe_task_exits - base.kretprobe_task_exits, 1);
+    kp_expect_eq!(
+        t,
+        now.kretprobe_task_exits - base.kretprobe_task_exits,
+        pool as usize
+    );
+    kp_expect_eq!(
+        t,
+        now.kretprobe_shadow_returns - base.kretprobe_shadow_returns,
+        !pool as usize
+    );
     kp_expect_eq!(t, now.missed_kret_no_instance, base.missed_kret_no_instance);
+}
+
+/// Unregistering while a call sleeps inside, on the shadow stack: the call
+/// returns to its caller with its value, and no handler runs for it.
+fn kret_shadow_unregister_while_inside(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    reset();
+    SHADOW_SHORT.store(false, Ordering::SeqCst);
+    SHADOW_GATED_RESULT.store(0, Ordering::SeqCst);
+    let base = kp::stats();
+    let mut rp = shadow_kretprobe(c"kp_test_graph_gated");
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    // SAFETY: a C helper: starts no thread with n = 0, closes the gate.
+    unsafe { kp_test_graph_sleepers_start(0) };
+    let Ok(w) = Worker::start(shadow_gated_caller, 41, None) else {
+        kp_expect!(t, false, "cannot start the worker");
+        return;
+    };
+    while ENTRY_CALLS.load(Ordering::SeqCst) == 0 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(1) };
+    }
+    kret_unregister(&mut rp);
+    // SAFETY: a C helper of this module.
+    unsafe { kp_test_graph_sleepers_release() };
+    drop(w);
+    let now = kp::stats();
+    kp_expect_eq!(t, SHADOW_GATED_RESULT.load(Ordering::SeqCst), 42);
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 0);
+    kp_expect_eq!(
+        t,
+        now.kretprobe_shadow_returns,
+        base.kretprobe_shadow_returns
+    );
+    kp_expect_eq!(t, now.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
+}
+
+extern "C" {
+    fn kp_test_graph_short(v: c_int) -> c_int;
+    fn kp_test_graph_gated(v: c_int) -> c_int;
+    fn kp_test_graph_sleepers_start(n: c_int) -> c_int;
+    fn kp_test_graph_sleepers_release();
+    fn kp_test_graph_sleepers_wait(n: c_int, bad: *mut c_int) -> c_int;
+}
+
+/// Per-call data on the shadow stack: the argument, and a canary the
+/// return handler checks (the record is this call's, untouched).
+#[repr(C)]
+struct ShadowData {
+    arg: u64,
+    canary: u64,
+}
+
+const CANARY: u64 = 0x5eed_f00d_dead_beef;
+
+/// Stores the argument (and the canary mixed with it).
+///
+/// # Safety
+///
+/// Called by the engine with `size_of::<ShadowData>()` data.
+unsafe extern "C" fn shadow_entry(
+    ri: *mut KpKretprobeInstance,
+    regs: *mut bindings::pt_regs,
+) -> c_int {
+    // SAFETY: the engine passes a live instance and frame.
+    let (ri, regs) = unsafe { (&mut *ri, &*regs) };
+    let d = ri.data().cast::<ShadowData>();
+    let arg = kp::regs::arg(regs, 0).unwrap_or(0) as u64 & 0xffff_ffff;
+    // SAFETY: `data` holds a `ShadowData`, 8-byte aligned.
+    unsafe {
+        (*d).arg = arg;
+        (*d).canary = CANARY ^ arg;
+    }
+    if !crate::util::irqs_disabled() {
+        ERRORS.fetch_add(1, Ordering::SeqCst);
+    }
+    ENTRY_CALLS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+
+/// Which function `shadow_return` checks: the return value it expects of
+/// argument `arg`.
+static SHADOW_SHORT: AtomicBool = AtomicBool::new(true);
+
+/// Checks the return value against the saved argument, the canary, the
+/// registers valid at return, and counts.
+///
+/// # Safety
+///
+/// As [`shadow_entry`].
+unsafe extern "C" fn shadow_return(
+    ri: *mut KpKretprobeInstance,
+    regs: *mut bindings::pt_regs,
+) -> c_int {
+    // SAFETY: the engine passes a live instance and frame.
+    let (ri, regs) = unsafe { (&mut *ri, &*regs) };
+    let d = ri.data().cast::<ShadowData>();
+    // SAFETY: as in `shadow_entry`.
+    let (arg, canary) = unsafe { ((*d).arg, (*d).canary) };
+    let want = if SHADOW_SHORT.load(Ordering::Relaxed) {
+        arg * 3 + 1
+    } else {
+        arg + 1
+    };
+    let ok = canary == CANARY ^ arg
+        && retval(regs) & 0xffff_ffff == want
+        && kp::regs::ip(regs) == ri.ret_addr
+        && !kp::regs::user_mode(regs)
+        && crate::util::irqs_disabled()
+        && crate::util::Sym::of(ri.ret_addr)
+            .bytes()
+            .ends_with(b"[kprobes_kunit]");
+    if !ok {
+        ERRORS.fetch_add(1, Ordering::SeqCst);
+    }
+    HANDLER_CALLS.fetch_add(1, Ordering::SeqCst);
+    0
+}
+
+fn shadow_kretprobe(sym: &'static core::ffi::CStr) -> KpKretprobe {
+    let mut rp = kret_on(sym);
+    rp.entry_handler = Some(shadow_entry);
+    rp.handler = Some(shadow_return);
+    rp.data_size = core::mem::size_of::<ShadowData>();
+    // One instance: every call beyond one at a time must come from the
+    // shadow stack, not the pool.
+    rp.maxactive = 1;
+    rp
+}
+
+/// Whether this kernel serves return probes at ftrace sites through the
+/// function graph tracer's shadow stack (a kretprobe on an ftrace site
+/// shows up in `kretprobe_shadow_sites`).
+fn shadow_available(t: &mut Test) -> bool {
+    let mut rp = shadow_kretprobe(c"kp_test_graph_short");
+    if kret_register(&mut rp) != 0 {
+        return false;
+    }
+    let on = kp::stats().kretprobe_shadow_sites > 0;
+    kret_unregister(&mut rp);
+    if !on {
+        t.skip("no return probes on the shadow stack (kernel without FUNCTION_GRAPH_RETVAL)");
+    }
+    on
+}
+
+/// 1,000 kthreads asleep inside one return-probed function at once, with
+/// a pool of one instance: every return is tracked from the shadow stack,
+/// none missed, one handler call per call with its own data.
+fn kret_shadow_1000_sleepers(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    reset();
+    SHADOW_SHORT.store(false, Ordering::SeqCst);
+    let base = kp::stats();
+    let mut rp = shadow_kretprobe(c"kp_test_graph_gated");
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    const N: usize = 1000;
+    // SAFETY: a C helper of this module.
+    let started = unsafe { kp_test_graph_sleepers_start(N as c_int) } as usize;
+    kp_expect_eq!(t, started, N);
+    let mut waited = 0;
+    while ENTRY_CALLS.load(Ordering::SeqCst) < started && waited < 120_000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        waited += 10;
+    }
+    let inside = kp::stats();
+    t.info(format_args!(
+        "{} tasks asleep inside kp_test_graph_gated at once after {} ms",
+        ENTRY_CALLS.load(Ordering::SeqCst),
+        waited
+    ));
+    kp_expect_eq!(t, ENTRY_CALLS.load(Ordering::SeqCst), N);
+    // None of them took the one pool instance's place... or at most it.
+    kp_expect!(t, inside.kretprobe_inflight - base.kretprobe_inflight <= 1);
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 0);
+    // SAFETY: a C helper of this module.
+    unsafe { kp_test_graph_sleepers_release() };
+    let mut bad = 0;
+    // SAFETY: as above.
+    let done = unsafe { kp_test_graph_sleepers_wait(started as c_int, &mut bad) } as usize;
+    kret_unregister(&mut rp);
+    let after = kp::stats();
+    kp_expect_eq!(t, done, N);
+    kp_expect_eq!(t, bad, 0, "a sleeper saw a wrong return value");
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), N);
+    kp_expect_eq!(t, rp.nmissed, 0);
+    kp_expect_eq!(t, ERRORS.load(Ordering::SeqCst), 0);
+    kp_expect!(
+        t,
+        after.kretprobe_shadow_returns - base.kretprobe_shadow_returns >= N - 1
+    );
+    kp_expect_eq!(
+        t,
+        after.missed_kret_no_instance,
+        base.missed_kret_no_instance
+    );
+    kp_expect_eq!(t, after.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(t, after.kretprobe_instances, base.kretprobe_instances);
+}
+
+fn shadow_short_calls(n: usize) {
+    for i in 0..n {
+        let v = (i as c_int) ^ 0x5a5a;
+        // SAFETY: a C function of this module.
+        if unsafe { kp_test_graph_short(v) } != v * 3 + 1 {
+            ERRORS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    CALLS_DONE.fetch_add(n, Ordering::SeqCst);
+}
+
+/// 10,000 short calls spread over every CPU (one worker per CPU and this
+/// task), a pool of one: exactly one entry and one return handler call per
+/// call, none missed.
+fn kret_shadow_10000_calls_all_cpus(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    reset();
+    SHADOW_SHORT.store(true, Ordering::SeqCst);
+    CALLS_DONE.store(0, Ordering::SeqCst);
+    let base = kp::stats();
+    let mut rp = shadow_kretprobe(c"kp_test_graph_short");
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    // SAFETY: reads the number of possible CPU ids.
+    let cpus = unsafe { bindings::nr_cpu_ids } as usize;
+    let per = 10_000 / (cpus + 1);
+    let mut workers = kernel::prelude::KVec::new();
+    for c in 0..cpus {
+        if let Ok(w) = Worker::start(shadow_short_calls, per, Some(c as u32)) {
+            let _ = workers.push(w, kernel::prelude::GFP_KERNEL);
+        }
+    }
+    shadow_short_calls(10_000 - per * workers.len());
+    drop(workers);
+    kret_unregister(&mut rp);
+    let after = kp::stats();
+    kp_expect_eq!(t, CALLS_DONE.load(Ordering::SeqCst), 10_000);
+    kp_expect_eq!(t, ENTRY_CALLS.load(Ordering::SeqCst), 10_000);
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 10_000);
+    kp_expect_eq!(t, rp.nmissed, 0);
+    kp_expect_eq!(t, ERRORS.load(Ordering::SeqCst), 0);
+    let shadow = after.kretprobe_shadow_returns - base.kretprobe_shadow_returns;
+    t.info(format_args!(
+        "{} of 10000 returns served from the shadow stack",
+        shadow
+    ));
+    kp_expect!(t, shadow >= 9_990);
+    kp_expect_eq!(
+        t,
+        after.missed_kret_no_instance,
+        base.missed_kret_no_instance
+    );
+}
+
+static SHADOW_GATED_RESULT: AtomicU32 = AtomicU32::new(0);
+
+fn shadow_gated_caller(v: usize) {
+    // SAFETY: a C function of this module.
+    let r = unsafe { kp_test_graph_gated(v as c_int) };
+    SHADOW_GATED_RESULT.store(r as u32, Ordering::SeqCst);
+}
+
+/// Stack traces while a return is hijacked through the shadow stack: in
+/// the return handler, and of a task asleep inside the function (what
+/// `/proc/PID/stack` shows): the real caller is there, no engine stub.
+fn kret_shadow_stack_traces(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    reset();
+    TRACE.clear();
+    let mut rp = kret_on(c"kp_test_graph_short");
+    rp.handler = Some(trace_return);
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    let base = kp::stats();
+    // SAFETY: a C function of this module.
+    kp_expect_eq!(t, unsafe { kp_test_graph_short(9) }, 28);
+    kret_unregister(&mut rp);
+    kp_expect_eq!(
+        t,
+        kp::stats().kretprobe_shadow_returns - base.kretprobe_shadow_returns,
+        1
+    );
+    let (trace, n) = TRACE.get();
+    let shown = trace.get(..n).unwrap_or(&[]);
+    let to_caller = crate::util::show_trace(
+        t,
+        "in a return handler (shadow stack)",
+        shown,
+        "kret_shadow_stack_traces",
+    );
+    kp_expect!(t, to_caller, "the real caller is not in the trace");
+    kp_expect!(t, !crate::util::trace_has(shown, "kp_insn_slots"));
+
+    // SAFETY: a C helper of this module: no sleeper may be left behind.
+    unsafe { kp_test_graph_sleepers_release() };
+    reset();
+    SHADOW_GATED_RESULT.store(0, Ordering::SeqCst);
+    let mut rp = kret_on(c"kp_test_graph_gated");
+    rp.entry_handler = Some(count_entry);
+    rp.maxactive = 1;
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    // Closed again for the worker (nothing else sleeps on it now).
+    // SAFETY: a C helper: starts no thread with n = 0, closes the gate.
+    unsafe { kp_test_graph_sleepers_start(0) };
+    let Ok(w) = Worker::start(shadow_gated_caller, 5, None) else {
+        kp_expect!(t, false, "cannot start the worker");
+        return;
+    };
+    while ENTRY_CALLS.load(Ordering::SeqCst) == 0 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(1) };
+    }
+    let mut buf = [0usize; TRACE_LEN];
+    let mut n = 0;
+    for _ in 0..200 {
+        // SAFETY: process context: let the worker reach its sleep.
+        unsafe { bindings::msleep(5) };
+        // SAFETY: the worker's task lives until `w` is dropped below.
+        n = unsafe { stack_trace_save_tsk(w.task().cast(), buf.as_mut_ptr(), TRACE_LEN as _, 0) }
+            as usize;
+        if n > 0 && crate::util::trace_has(&buf[..n], "kp_test_graph_gated") {
+            break;
+        }
+    }
+    let shown = buf.get(..n).unwrap_or(&[]);
+    let to_caller = crate::util::show_trace(
+        t,
+        "of a task asleep inside the function (shadow stack)",
+        shown,
+        "shadow_gated_caller",
+    );
+    kp_expect!(
+        t,
+        to_caller,
+        "the sleeping task's trace misses its real caller"
+    );
+    kp_expect!(t, !crate::util::trace_has(shown, "return_to_handler"));
+    // SAFETY: a C helper of this module.
+    unsafe { kp_test_graph_sleepers_release() };
+    drop(w);
+    kret_unregister(&mut rp);
+    kp_expect_eq!(t, SHADOW_GATED_RESULT.load(Ordering::SeqCst), 6);
 }
 
 kunit_suite!(
@@ -697,5 +1072,10 @@ kunit_suite!(
         kret_with_kprobe_on_same_function,
         kret_stack_traces,
         kret_task_exits_inside,
+        kret_shadow_1000_sleepers,
+        kret_shadow_10000_calls_all_cpus,
+        kret_shadow_stack_traces,
+        kret_shadow_task_exits_inside,
+        kret_shadow_unregister_while_inside,
     ]
 );

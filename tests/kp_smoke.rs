@@ -89,7 +89,7 @@ fn smoke_abi_size(t: &mut Test) {
     // The C header's layout (compiled by the C compiler in
     // tests/helpers.c) is src/abi.rs's, field by field.
     extern "C" {
-        static kp_test_c_layout: [usize; 25];
+        static kp_test_c_layout: [usize; 27];
     }
     use core::mem::{offset_of, size_of};
     use kp::KpKretprobe as R;
@@ -121,6 +121,8 @@ fn smoke_abi_size(t: &mut Test) {
         offset_of!(S, missed_kret_unloading),
         offset_of!(S, missed_kret_nested),
         offset_of!(S, kretprobe_task_exits),
+        offset_of!(S, kretprobe_shadow_returns),
+        offset_of!(S, kretprobe_shadow_sites),
     ];
     // SAFETY: a constant array defined in tests/helpers.c.
     let c = unsafe { kp_test_c_layout };

@@ -68,6 +68,25 @@ impl Test {
         }
     }
 
+    /// Marks the case skipped, with its reason (KTAP `# SKIP reason`): what
+    /// the C `kunit_mark_skipped()` macro does.
+    pub(crate) fn skip(&self, reason: &str) {
+        // SAFETY: `self.0` is the live test (see `new`); the comment buffer
+        // is written within its size and stays NUL-terminated.
+        unsafe {
+            let c = &mut (*self.0).status_comment;
+            let n = reason.len().min(c.len() - 1);
+            for (d, s) in c.iter_mut().zip(reason.bytes().take(n)) {
+                *d = s as c_char;
+            }
+            c[n] = 0;
+            core::ptr::write_volatile(
+                core::ptr::addr_of_mut!((*self.0).status),
+                bindings::kunit_status_KUNIT_SKIPPED,
+            );
+        }
+    }
+
     /// Logs a diagnostic line into the KTAP stream.
     pub(crate) fn info(&self, msg: core::fmt::Arguments<'_>) {
         kernel::kunit::info(format_args!("    # {}\n", msg));

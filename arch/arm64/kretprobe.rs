@@ -57,8 +57,35 @@ core::arch::global_asm!(
     size = const core::mem::size_of::<bindings::pt_regs>(),
 );
 
+// Calls x2(x0, x1) with a frame record {x3, x4} under its own frame, so
+// that the frame chain seen from the callee goes to x4's function next and
+// then follows x3 (the real caller's frame). Its own x29/x30 are kept
+// above the record and restored.
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".globl kp_arm64_kret_call",
+    ".type kp_arm64_kret_call, %function",
+    ".balign 8",
+    "kp_arm64_kret_call:",
+    "stp x29, x30, [sp, #-32]!",
+    "stp x3, x4, [sp, #16]",
+    "add x29, sp, #16",
+    "blr x2",
+    "ldp x29, x30, [sp], #32",
+    "ret",
+    ".size kp_arm64_kret_call, . - kp_arm64_kret_call",
+    ".popsection",
+);
+
 extern "C" {
     fn kp_arm64_kret_trampoline();
+    fn kp_arm64_kret_call(
+        inst: *mut crate::abi::KpKretprobeInstance,
+        regs: *mut bindings::pt_regs,
+        h: usize,
+        fp: usize,
+        ret: usize,
+    ) -> kernel::ffi::c_int;
 }
 
 /// Called by the trampoline with the frame it built; returns the real
@@ -124,5 +151,45 @@ impl Returns for Arch {
     /// passes the caller's x29); the probe sits before the prologue saves it.
     fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
         super::regs::x(regs, 29).unwrap_or(0)
+    }
+
+    /// x29.
+    fn kret_frame_pointer(regs: &bindings::pt_regs) -> usize {
+        super::regs::x(regs, 29).unwrap_or(0)
+    }
+
+    /// `pc`, `sp`, x29, x0 (and x30, the return address); PSTATE says EL1h
+    /// with interrupts masked, as in the handler.
+    fn kret_graph_regs(
+        regs: &mut bindings::pt_regs,
+        entry_sp: usize,
+        entry_fp: usize,
+        ret: usize,
+        retval: usize,
+    ) {
+        super::regs::set_ip(regs, ret);
+        super::regs::set_sp(regs, entry_sp);
+        super::regs::set_x(regs, 29, entry_fp);
+        super::regs::set_x(regs, 30, ret);
+        super::regs::set_x(regs, 0, retval);
+        // PSR_MODE_EL1h | PSR_I_BIT | PSR_F_BIT | PSR_D_BIT | PSR_A_BIT.
+        super::regs::set_flags(regs, 0x5 | 0x3c0);
+    }
+
+    /// Through `kp_arm64_kret_call`, which makes a frame record
+    /// `{fp, ret}` for the handler's frame to chain to, as the return
+    /// trampoline does: an unwinder in the handler reaches the real caller
+    /// (the frames of fgraph's `return_to_handler` path are skipped, as the
+    /// kernel's own return trampoline skips nothing but itself).
+    unsafe fn kret_call_handler(
+        h: crate::abi::KretHandler,
+        inst: &mut crate::abi::KpKretprobeInstance,
+        regs: &mut bindings::pt_regs,
+        fp: usize,
+    ) {
+        let ret = super::regs::ip(regs);
+        // SAFETY: per the function's contract; the shim only adds a frame
+        // record below its own and restores x29/x30.
+        unsafe { kp_arm64_kret_call(inst, regs, h as usize, fp, ret) };
     }
 }

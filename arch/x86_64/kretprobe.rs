@@ -108,4 +108,28 @@ impl Returns for Arch {
     fn kret_graph_retp(regs: &bindings::pt_regs) -> usize {
         regs.sp
     }
+
+    /// `bp` (callee-saved).
+    fn kret_frame_pointer(regs: &bindings::pt_regs) -> usize {
+        regs.bp
+    }
+
+    /// `ip`, `sp` past the popped return address, `bp`, `ax`; kernel `cs`
+    /// and `ss`, flags with only the fixed bit.
+    fn kret_graph_regs(
+        regs: &mut bindings::pt_regs,
+        entry_sp: usize,
+        entry_fp: usize,
+        ret: usize,
+        retval: usize,
+    ) {
+        regs.ip = ret as _;
+        regs.sp = entry_sp.wrapping_add(8) as _;
+        regs.bp = entry_fp as _;
+        regs.ax = retval as _;
+        // __KERNEL_CS, __KERNEL_DS, X86_EFLAGS_FIXED.
+        regs.__bindgen_anon_1.cs = 0x10;
+        regs.__bindgen_anon_2.ss = 0x18;
+        regs.flags = 0x2;
+    }
 }
