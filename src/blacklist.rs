@@ -227,6 +227,17 @@ pub(crate) fn init() -> Result {
         });
         r?;
     }
+    // Text other kernel code rewrites while it runs, a section of its own:
+    // the static-call trampolines (`__SCT__*`, HAVE_STATIC_CALL), which
+    // `static_call_update()` validates and rewrites (a breakpoint there is
+    // a BUG() in `__static_call_validate()`). Their targets are ordinary
+    // functions: not followed.
+    add_section(
+        &mut v,
+        c_str!("__static_call_text_start"),
+        c_str!("__static_call_text_end"),
+        c_str!("static-call trampolines (static_call_update() rewrites them)"),
+    )?;
     for &(first, last, reason) in crate::arch::BLACKLIST_SPANS {
         if let (Some(a), Some(b)) = (symbols::lookup_name(first), symbols::lookup_name(last)) {
             if let Some(lb) = symbols::symbol_at(b) {

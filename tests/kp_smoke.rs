@@ -301,6 +301,27 @@ fn smoke_resolved_calls_land(t: &mut Test) {
     kp_expect!(t, n >= 8);
 }
 
+/// The static-call trampolines (`__SCT__*`, x86_64): `static_call_update()`
+/// checks their bytes and BUG()s on anything else, so a probe there crashes
+/// the machine the next time the call is retargeted (the function graph
+/// tracer retargets `__SCT__fgraph_func`/`__SCT__fgraph_retfunc` whenever its
+/// number of users goes between one and two). Refused, the whole section.
+fn smoke_static_call_trampolines(t: &mut Test) {
+    if !cfg!(CONFIG_X86_64) {
+        t.skip("no static-call trampolines on this arch");
+        return;
+    }
+    for name in [c"__SCT__fgraph_retfunc", c"__SCT__fgraph_func"] {
+        for off in [0u32, 1] {
+            let mut p = KpKprobe::new();
+            p.symbol_name = name.as_ptr().cast();
+            p.offset = off;
+            kp_expect_eq!(t, register(&mut p), EINVAL, "{:?}+{}", name, off);
+            kp_expect!(t, crate::util::cleared(&p));
+        }
+    }
+}
+
 kunit_suite!(
     kp_smoke,
     "kp_smoke",
@@ -310,6 +331,7 @@ kunit_suite!(
         smoke_abi_size,
         smoke_blacklist_covers_the_kernels,
         smoke_module_blacklist,
-        smoke_resolved_calls_land
+        smoke_resolved_calls_land,
+        smoke_static_call_trampolines
     ]
 );
