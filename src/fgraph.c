@@ -89,8 +89,9 @@ KP_KCALL void kp_graph_remove(unsigned long ip, bool last)
 {
 	if (last)
 		KP_FN(unregister_ftrace_graph, kp_fn_unregister)(&kp_gops);
-	if (ip)
-		ftrace_set_filter_ip(&kp_gops.ops, ip, 1, 0);
+	if (ip && ftrace_set_filter_ip(&kp_gops.ops, ip, 1, 0))
+		pr_warn("kprobes: %pS stays in the return probes' function graph filter\n",
+			(void *)ip);
 }
 
 /* At engine unload, the ops unregistered. */

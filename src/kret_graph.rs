@@ -117,10 +117,16 @@ struct Table {
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(null_mut());
-/// Generations of registrations (0: none).
+/// Generations of registrations (0: none). Seeded at random at load: a
+/// record left on a shadow stack by an earlier load of the engine (whose
+/// `fgraph_ops` may have had the same index) must not match.
 static GEN: AtomicU64 = AtomicU64::new(1);
-/// Whether the engine's `fgraph_ops` is registered (registration lock).
-static ON: RegLocked<bool> = RegLocked::new(false);
+/// Sites in the `fgraph_ops`' filter; registered while non-zero
+/// (registration lock).
+static FILTERED: RegLocked<usize> = RegLocked::new(0);
+/// Layouts replaced without waiting (registration lock): freed after the
+/// next grace period the engine waits for.
+static RETIRED: RegLocked<KVec<usize>> = RegLocked::new(KVec::new());
 /// Whether the kernel functions this needs were found at load.
 static AVAILABLE: AtomicBool = AtomicBool::new(false);
 
@@ -133,6 +139,7 @@ extern "C" {
     fn kp_graph_add(ip: c_ulong, first: bool) -> c_int;
     fn kp_graph_remove(ip: c_ulong, last: bool);
     fn kp_graph_exit();
+    fn get_random_u64() -> u64;
     fn kp_graph_reserve(size: c_int) -> *mut c_void;
     fn kp_graph_top(
         func: *mut c_ulong,
@@ -158,6 +165,8 @@ pub(crate) fn init() {
     ) else {
         return;
     };
+    // SAFETY: plain call.
+    GEN.store(unsafe { get_random_u64() } | 1, Ordering::Relaxed);
     // SAFETY: the functions of those names; false without
     // FUNCTION_GRAPH_RETVAL (no return value for the handlers).
     let ok = unsafe { kp_graph_init(reg, unreg, reserve, retrieve, top) };
@@ -177,12 +186,12 @@ pub(crate) fn available() -> bool {
 /// this makes sure.
 pub(crate) fn stop() {
     let g = RegGuard::lock();
-    // SAFETY: `ON` is the registration lock's.
-    let on = unsafe { &mut *ON.get(&g) };
-    if *on {
-        // SAFETY: the ops is registered; unregistering it with its filter.
+    // SAFETY: `FILTERED` is the registration lock's.
+    let n = unsafe { &mut *FILTERED.get(&g) };
+    if *n > 0 {
+        // SAFETY: the ops is registered: unregisters it.
         unsafe { kp_graph_remove(0, true) };
-        *on = false;
+        *n = 0;
     }
 }
 
@@ -192,10 +201,23 @@ pub(crate) fn stop() {
 pub(crate) fn exit() {
     // SAFETY: the ops is unregistered (`stop`).
     unsafe { kp_graph_exit() };
+    let g = RegGuard::lock();
+    free_retired(&g);
     let t = TABLE.swap(null_mut(), Ordering::AcqRel);
     if !t.is_null() {
         // SAFETY: no callback runs any more.
         drop(unsafe { KBox::from_raw(t) });
+    }
+}
+
+/// Frees the retired layouts. Registration lock held, a grace period after
+/// they were replaced.
+fn free_retired(g: &RegGuard) {
+    // SAFETY: `RETIRED` is the registration lock's.
+    let r = unsafe { &mut *RETIRED.get(g) };
+    for &t in core::mem::take(r).iter() {
+        // SAFETY: replaced a grace period ago: nobody reads it.
+        drop(unsafe { KBox::from_raw(t as *mut Table) });
     }
 }
 
@@ -217,19 +239,58 @@ fn current(_g: &RegGuard) -> &'static [Site] {
     }
 }
 
-/// Publishes `sites` as the layout and frees the old one after a grace
-/// period. Registration lock held.
-fn publish(_g: &RegGuard, sites: KVec<Site>) -> Result {
+/// Publishes `sites` as the layout. With `wait`, returns a grace period
+/// later (no callback reads the old layout or runs a handler it allowed)
+/// and frees the old ones; else the old one waits for the next such wait.
+/// Registration lock held.
+fn publish(g: &RegGuard, sites: KVec<Site>, wait: bool) -> Result {
     let new = KBox::into_raw(KBox::new(Table { sites }, GFP_KERNEL)?);
     let old = TABLE.swap(new, Ordering::AcqRel);
+    if old.is_null() {
+        return Ok(());
+    }
+    if !wait {
+        // SAFETY: `RETIRED` is the registration lock's.
+        let r = unsafe { &mut *RETIRED.get(g) };
+        if r.push(old as usize, GFP_KERNEL).is_ok() {
+            return Ok(());
+        }
+    }
     // Callbacks that read the old table run with preemption off.
     // SAFETY: process context.
     unsafe { bindings::synchronize_rcu() };
-    if !old.is_null() {
-        // SAFETY: nobody reads it any more.
-        drop(unsafe { KBox::from_raw(old) });
-    }
+    // SAFETY: nobody reads it any more.
+    drop(unsafe { KBox::from_raw(old) });
+    free_retired(g);
     Ok(())
+}
+
+/// Puts `site` in the ops' filter, registering the ops with it when it is
+/// the first. Registration lock held.
+fn filter_add(g: &RegGuard, site: usize) -> Result {
+    // SAFETY: `FILTERED` is the registration lock's.
+    let n = unsafe { &mut *FILTERED.get(g) };
+    // SAFETY: an ftrace site.
+    let r = unsafe { kp_graph_add(site as c_ulong, *n == 0) };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    *n += 1;
+    Ok(())
+}
+
+/// Takes `site` out of the ops' filter; the last one goes by
+/// unregistering the ops (an empty filter would trace every function).
+/// Registration lock held.
+fn filter_remove(g: &RegGuard, site: usize) {
+    // SAFETY: `FILTERED` is the registration lock's.
+    let n = unsafe { &mut *FILTERED.get(g) };
+    if *n == 0 {
+        return;
+    }
+    // SAFETY: a site `filter_add` added.
+    unsafe { kp_graph_remove(site as c_ulong, *n == 1) };
+    *n -= 1;
 }
 
 /// Serves `rp`'s returns through the shadow stack when its function's
@@ -265,7 +326,10 @@ pub(crate) fn attach(
     if s.n >= MAX_RECS || s.size() + len > MAX_BLOCK {
         return None;
     }
-    let gen = GEN.fetch_add(1, Ordering::Relaxed);
+    let mut gen = GEN.fetch_add(1, Ordering::Relaxed);
+    if gen == 0 {
+        gen = GEN.fetch_add(1, Ordering::Relaxed);
+    }
     s.tpl[s.n] = Tpl {
         rp,
         gen,
@@ -285,36 +349,17 @@ pub(crate) fn attach(
     if pos == old.len() {
         let _ = v.push(s, GFP_KERNEL);
     }
-    if existing.is_none() {
-        // SAFETY: `ON` is the registration lock's.
-        let on = unsafe { &mut *ON.get(g) };
-        // SAFETY: an ftrace site; the filter never goes empty while the
-        // ops is registered (see `detach`).
-        if unsafe { kp_graph_add(site as c_ulong, !*on) } != 0 {
-            return None;
-        }
-        *on = true;
+    if existing.is_none() && filter_add(g, site).is_err() {
+        return None;
     }
-    if publish(g, v).is_err() {
+    // Nothing can hold a record of this generation yet: no wait.
+    if publish(g, v, false).is_err() {
         if existing.is_none() {
-            remove_site(g, site);
+            filter_remove(g, site);
         }
         return None;
     }
     Some(Reg { gen, site })
-}
-
-/// Takes `site` out of the ops' filter (the ops goes when it was the
-/// last). Registration lock held.
-fn remove_site(g: &RegGuard, site: usize) {
-    let last = current(g).iter().all(|s| s.ip == site);
-    // SAFETY: `ON` is the registration lock's.
-    let on = unsafe { &mut *ON.get(g) };
-    // SAFETY: a site `attach` added.
-    unsafe { kp_graph_remove(site as c_ulong, last) };
-    if last {
-        *on = false;
-    }
 }
 
 /// Stops serving a registration: its records still on tasks' shadow
@@ -341,12 +386,51 @@ pub(crate) fn detach(g: &RegGuard, r: Reg) {
             let _ = v.push(if j == pos { s } else { *x }, GFP_KERNEL);
         }
     }
-    if s.n == 0 {
-        remove_site(g, r.site);
-    }
-    // A failed publish keeps the old table, whose template is zeroed.
-    if publish(g, v).is_err() {
+    // The layout first (a grace period: no handler of this registration
+    // runs after it), then the filter.
+    if publish(g, v, true).is_err() {
+        // The old layout stays, its template zeroed.
         detach_in_place(pos, i);
+        return;
+    }
+    if s.n == 0 {
+        filter_remove(g, r.site);
+    }
+}
+
+/// A module is going away: its functions leave the layout and the filter
+/// while ftrace still knows their sites (kretprobes on them are gone
+/// already: their entry probes are). Later detaches find nothing to do.
+pub(crate) fn module_going(module: *mut c_void) {
+    let g = RegGuard::lock();
+    let old = current(&g);
+    let within = |a: usize| crate::within_module(a, module);
+    if !old.iter().any(|s| within(s.ip)) {
+        return;
+    }
+    let Ok(mut v) = KVec::with_capacity(old.len(), GFP_KERNEL) else {
+        for (pos, s) in old.iter().enumerate() {
+            if within(s.ip) {
+                for i in 0..s.n {
+                    detach_in_place(pos, i);
+                }
+            }
+        }
+        return;
+    };
+    let mut gone = KVec::new();
+    for s in old {
+        if within(s.ip) {
+            let _ = gone.push(s.ip, GFP_KERNEL);
+        } else {
+            let _ = v.push(*s, GFP_KERNEL);
+        }
+    }
+    if publish(&g, v, true).is_err() {
+        return;
+    }
+    for ip in gone.iter() {
+        filter_remove(&g, *ip);
     }
 }
 
@@ -355,13 +439,18 @@ pub(crate) fn detach(g: &RegGuard, r: Reg) {
 /// for it after the grace period this waits.
 fn detach_in_place(pos: usize, i: usize) {
     let t = TABLE.load(Ordering::Acquire);
+    if t.is_null() {
+        return;
+    }
     // SAFETY: the table is replaced only under the registration lock, which
     // the caller holds; the write is one aligned word that readers load
-    // atomically (`gen_of`).
+    // atomically (`gen_of`), made through a raw pointer (others read the
+    // table meanwhile: no `&mut` to it).
     unsafe {
-        let sites = &mut (*t).sites;
-        if let Some(tpl) = sites.get_mut(pos).and_then(|s| s.tpl.get_mut(i)) {
-            AtomicU64::from_ptr(&mut tpl.gen).store(0, Ordering::Release);
+        let sites = &(*t).sites;
+        if let Some(tpl) = sites.get(pos).and_then(|s| s.tpl.get(i)) {
+            AtomicU64::from_ptr(core::ptr::addr_of!(tpl.gen).cast_mut())
+                .store(0, Ordering::Release);
         }
         bindings::synchronize_rcu();
     }
@@ -507,8 +596,12 @@ pub(crate) extern "C" fn kp_graph_leave(
             return true;
         }
         r.state = PENDING;
-        // Still registered: its generation is in the current layout.
-        if !s.tpl[..s.n].iter().any(|t| gen_of(t) == r.gen) {
+        // Still registered: its generation (and kretprobe) is in the
+        // current layout.
+        if !s.tpl[..s.n]
+            .iter()
+            .any(|t| gen_of(t) == r.gen && t.rp == r.header.rp)
+        {
             return true;
         }
         RETURNS.fetch_add(1, Ordering::Relaxed);

@@ -1056,6 +1056,33 @@ fn kret_shadow_stack_traces(t: &mut Test) {
     kp_expect_eq!(t, SHADOW_GATED_RESULT.load(Ordering::SeqCst), 6);
 }
 
+/// A return-probed function of a module on the shadow stack, the module
+/// unloaded under the kretprobe: the function leaves the engine's
+/// function-graph filter with the module (ftrace still knows its site
+/// then), and unregistering afterwards works.
+fn kret_shadow_module_gone(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    let base = kp::stats();
+    kp_expect_eq!(t, crate::util::run(c"/bin/insmod", &[c"/lib/kp/kp_target.ko"]), 0);
+    let mut rp = kret_on(c"kp_target:kp_target_c_func");
+    rp.handler = Some(count_ret);
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    kp_expect_eq!(
+        t,
+        kp::stats().kretprobe_shadow_sites,
+        base.kretprobe_shadow_sites + 1
+    );
+    kp_expect_eq!(t, crate::util::run(c"/bin/rmmod", &[c"kp_target"]), 0);
+    kp_expect!(t, rp.kp.flags & kp::KP_FLAG_GONE != 0);
+    kp_expect_eq!(t, kp::stats().kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kret_unregister(&mut rp);
+    let now = kp::stats();
+    kp_expect_eq!(t, now.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(t, now.probes, base.probes);
+}
+
 kunit_suite!(
     kp_kret,
     "kp_kret",
@@ -1077,5 +1104,6 @@ kunit_suite!(
         kret_shadow_stack_traces,
         kret_shadow_task_exits_inside,
         kret_shadow_unregister_while_inside,
+        kret_shadow_module_gone,
     ]
 );

@@ -67,11 +67,16 @@ core::arch::global_asm!(
     ".type kp_arm64_kret_call, %function",
     ".balign 8",
     "kp_arm64_kret_call:",
+    // A landing pad and a signed return address (both hints: NOPs where
+    // BTI or PAC are off).
+    "hint #34", // bti c
+    "hint #25", // paciasp
     "stp x29, x30, [sp, #-32]!",
     "stp x3, x4, [sp, #16]",
     "add x29, sp, #16",
     "blr x2",
     "ldp x29, x30, [sp], #32",
+    "hint #29", // autiasp
     "ret",
     ".size kp_arm64_kret_call, . - kp_arm64_kret_call",
     ".popsection",
