@@ -1065,7 +1065,11 @@ fn kret_shadow_module_gone(t: &mut Test) {
         return;
     }
     let base = kp::stats();
-    kp_expect_eq!(t, crate::util::run(c"/bin/insmod", &[c"/lib/kp/kp_target.ko"]), 0);
+    kp_expect_eq!(
+        t,
+        crate::util::run(c"/bin/insmod", &[c"/lib/kp/kp_target.ko"]),
+        0
+    );
     let mut rp = kret_on(c"kp_target:kp_target_c_func");
     rp.handler = Some(count_ret);
     kp_expect_eq!(t, kret_register(&mut rp), 0);
@@ -1076,7 +1080,11 @@ fn kret_shadow_module_gone(t: &mut Test) {
     );
     kp_expect_eq!(t, crate::util::run(c"/bin/rmmod", &[c"kp_target"]), 0);
     kp_expect!(t, rp.kp.flags & kp::KP_FLAG_GONE != 0);
-    kp_expect_eq!(t, kp::stats().kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(
+        t,
+        kp::stats().kretprobe_shadow_sites,
+        base.kretprobe_shadow_sites
+    );
     kret_unregister(&mut rp);
     let now = kp::stats();
     kp_expect_eq!(t, now.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
