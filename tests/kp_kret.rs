@@ -1056,6 +1056,71 @@ fn kret_shadow_stack_traces(t: &mut Test) {
     kp_expect_eq!(t, SHADOW_GATED_RESULT.load(Ordering::SeqCst), 6);
 }
 
+/// Takes a stack trace in a kprobe's pre handler.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn trace_pre(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    TRACE.take();
+    0
+}
+
+/// A stack trace from an exception on top of a function whose return the
+/// shadow stack hijacked (a kprobe inside it; arm64: past its prologue,
+/// where the frame record holding `return_to_handler` exists, since an
+/// arm64 unwind from a function's entry skips its caller whatever the
+/// return address): the real caller is there.
+fn kret_shadow_trace_from_inside(t: &mut Test) {
+    if !shadow_available(t) {
+        return;
+    }
+    reset();
+    TRACE.clear();
+    let f = kp_test_graph_gated as *const () as usize;
+    let at = if cfg!(CONFIG_ARM64) {
+        // After `add x29, sp, #imm` (`mov x29, sp` when imm is 0).
+        (0..16)
+            .map(|i| f + 4 * i)
+            .find(|&a| crate::util::text_word(a) & 0xffc0_03ff == 0x9100_03fd)
+            .map_or(0, |a| a + 4)
+    } else {
+        crate::util::body(f)
+    };
+    kp_expect!(t, at != 0, "no frame set-up in kp_test_graph_gated");
+    let mut rp = kret_on(c"kp_test_graph_gated");
+    rp.handler = Some(count_ret);
+    kp_expect_eq!(t, kret_register(&mut rp), 0);
+    let mut p = KpKprobe::new();
+    p.addr = at as *mut _;
+    p.pre_handler = Some(trace_pre);
+    kp_expect_eq!(t, register(&mut p), 0);
+    // SAFETY: a C helper of this module: the gate open, no sleep.
+    unsafe { kp_test_graph_sleepers_release() };
+    let base = kp::stats();
+    shadow_gated_caller(7);
+    unregister(&mut p);
+    kret_unregister(&mut rp);
+    kp_expect_eq!(t, SHADOW_GATED_RESULT.load(Ordering::SeqCst), 8);
+    kp_expect_eq!(t, HANDLER_CALLS.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(
+        t,
+        kp::stats().kretprobe_shadow_returns - base.kretprobe_shadow_returns,
+        1
+    );
+    let (trace, n) = TRACE.get();
+    let shown = trace.get(..n).unwrap_or(&[]);
+    // The caller, or this test if the compiler inlined it here.
+    let to_caller = crate::util::show_trace(
+        t,
+        "in a kprobe inside the function (shadow stack)",
+        shown,
+        "shadow_gated_caller",
+    ) || crate::util::trace_has(shown, "kret_shadow_trace_from_inside");
+    kp_expect!(t, to_caller, "the real caller is not in the trace");
+    kp_expect!(t, !crate::util::trace_has(shown, "return_to_handler"));
+}
+
 /// A return-probed function of a module on the shadow stack, the module
 /// unloaded under the kretprobe: the function leaves the engine's
 /// function-graph filter with the module (ftrace still knows its site
@@ -1113,5 +1178,6 @@ kunit_suite!(
         kret_shadow_task_exits_inside,
         kret_shadow_unregister_while_inside,
         kret_shadow_module_gone,
+        kret_shadow_trace_from_inside,
     ]
 );
