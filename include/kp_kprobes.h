@@ -206,7 +206,7 @@ struct kp_stats {
 	unsigned long kretprobe_shadow_returns; /* returns served through the
 				 * function graph tracer's shadow stack (no
 				 * instance used), since the engine loaded */
-	unsigned long kretprobe_shadow_sites; /* functions whose returns the
+	unsigned long kretprobe_shadow_probes; /* kretprobes whose returns the
 				 * shadow stack serves now */
 };
 

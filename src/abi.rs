@@ -237,6 +237,6 @@ pub struct KpStats {
     /// Returns served through the function graph tracer's shadow stack (no
     /// instance used), since the engine loaded.
     pub kretprobe_shadow_returns: c_ulong,
-    /// Functions whose returns the shadow stack serves now.
-    pub kretprobe_shadow_sites: c_ulong,
+    /// Kretprobes whose returns the shadow stack serves now.
+    pub kretprobe_shadow_probes: c_ulong,
 }

@@ -98,7 +98,6 @@ pub(crate) unsafe extern "C" fn kp_module_event(
 ) {
     if event == MODULE_STATE_GOING {
         registry::module_going(module, kretprobe::forget_if_kretprobe);
-        kret_graph::module_going(module);
     }
 }
 

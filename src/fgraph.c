@@ -4,42 +4,60 @@
  * (src/kret_graph.rs): the engine's fgraph_ops, its two callbacks (C, so
  * that they carry the kCFI type hash fgraph's indirect calls check), and
  * the calls into fgraph's unexported functions, resolved by name at load
- * (register_ftrace_graph, unregister_ftrace_graph, fgraph_reserve_data,
- * fgraph_retrieve_data, ftrace_graph_get_ret_stack). Without them, or
- * without CONFIG_FUNCTION_GRAPH_RETVAL (the handlers need the return
- * value), kp_graph_init() says no and every return probe uses its pool.
+ * (register_ftrace_graph, unregister_ftrace_graph, function_graph_enter,
+ * fgraph_reserve_data, fgraph_retrieve_data). Without them, or without
+ * CONFIG_FUNCTION_GRAPH_RETVAL (the handlers need the return value),
+ * kp_graph_init() says no and every return probe uses its pool.
  *
- * The ops' filter holds the ftrace sites of the functions served; it is
- * never empty while the ops is registered (an empty filter traces every
- * function): the first site is set before registering, the last removed
- * by unregistering. kp_graph_add/remove run under the engine's
- * registration lock.
+ * fgraph's entry callbacks get no registers in 6.12, and the engine's entry
+ * probe has them all; so the engine enters fgraph itself, from the
+ * kretprobe's entry probe (kp_graph_push(), as an arch's
+ * prepare_ftrace_return() does from ftrace), and ftrace never sends a
+ * real call to fgraph for the engine: the ops' filter holds one function,
+ * kp_graph_proxy(), which nothing calls. fgraph runs the engine's entry
+ * callback for each push (its filter test asks for the function pushed,
+ * the proxy) and its return callback when the call returns.
  */
 #include <linux/ftrace.h>
 #include <linux/irqflags.h>
+#include <linux/percpu.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
 
 #include "helpers.h"
 
-#if defined(CONFIG_FUNCTION_GRAPH_RETVAL) && defined(CONFIG_DYNAMIC_FTRACE)
-
-static void *kp_fn_register, *kp_fn_unregister, *kp_fn_reserve, *kp_fn_retrieve, *kp_fn_top;
-
-/* fgraph calls this at each site in the filter, before the function runs.
- * Preemption may be on (arm64 calls the graph ops' function directly). */
-static int notrace kp_graph_entryfunc(struct ftrace_graph_ent *trace, struct fgraph_ops *gops)
+/* The function the engine's fgraph frames stand for; never called. */
+noinline void kp_graph_proxy(void)
 {
-	int r;
-
-	preempt_disable_notrace();
-	r = kp_graph_enter(trace->func);
-	preempt_enable_notrace();
-	return r;
+	barrier();
 }
 
-/* ... and this when a hooked call returns, before return_to_handler goes
- * back to the real caller. Handlers run with interrupts off, as on the
+#if defined(CONFIG_FUNCTION_GRAPH_RETVAL) && defined(CONFIG_DYNAMIC_FTRACE)
+
+static void *kp_fn_register, *kp_fn_unregister, *kp_fn_enter, *kp_fn_reserve, *kp_fn_retrieve;
+/* The proxy's ftrace site: what the ops' filter holds and what its frames
+ * say they are for (x86_64: the function; arm64: the call in its
+ * patchable entry). */
+static unsigned long kp_proxy_site;
+/* The push in progress on this CPU (its record's size in, its record out). */
+static DEFINE_PER_CPU(struct kp_graph_push *, kp_graph_pending);
+
+/* fgraph calls this for each frame kp_graph_push() pushes (and would for
+ * a call of the proxy, which has none). */
+static int KP_KCALL notrace kp_graph_entryfunc(struct ftrace_graph_ent *trace,
+					       struct fgraph_ops *gops)
+{
+	struct kp_graph_push *p = this_cpu_read(kp_graph_pending);
+
+	if (!p)
+		return 0;
+	this_cpu_write(kp_graph_pending, NULL);
+	p->record = KP_FN(fgraph_reserve_data, kp_fn_reserve)(gops->idx, p->size);
+	return p->record != NULL;
+}
+
+/* ... and this when such a frame's call returns, before return_to_handler
+ * goes back to the real caller. Handlers run with interrupts off, as on the
  * engine's own return trampolines. */
 static void KP_KCALL notrace kp_graph_retfunc(struct ftrace_graph_ret *trace,
 					      struct fgraph_ops *gops)
@@ -51,7 +69,7 @@ static void KP_KCALL notrace kp_graph_retfunc(struct ftrace_graph_ret *trace,
 	if (!data)
 		return;
 	local_irq_save(flags);
-	kp_graph_leave(trace->func, trace->retval, data, size);
+	kp_graph_leave(trace->retval, data, size);
 	local_irq_restore(flags);
 }
 
@@ -60,80 +78,83 @@ static struct fgraph_ops kp_gops = {
 	.retfunc = kp_graph_retfunc,
 };
 
-bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long reserve,
-		   unsigned long retrieve, unsigned long top)
+bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long enter,
+		   unsigned long reserve, unsigned long retrieve)
 {
 	kp_fn_register = (void *)reg;
 	kp_fn_unregister = (void *)unreg;
+	kp_fn_enter = (void *)enter;
 	kp_fn_reserve = (void *)reserve;
 	kp_fn_retrieve = (void *)retrieve;
-	kp_fn_top = (void *)top;
 	return true;
 }
 
-KP_KCALL int kp_graph_add(unsigned long ip, bool first)
+/* Registers the ops, its filter the proxy's ftrace site. */
+KP_KCALL int kp_graph_register(unsigned long proxy_site)
 {
-	int r = ftrace_set_filter_ip(&kp_gops.ops, ip, 0, 0);
+	int r = ftrace_set_filter_ip(&kp_gops.ops, proxy_site, 0, 1);
 
-	if (r || !first)
+	if (r)
 		return r;
+	kp_proxy_site = proxy_site;
 	r = KP_FN(register_ftrace_graph, kp_fn_register)(&kp_gops);
 	if (r)
-		ftrace_set_filter_ip(&kp_gops.ops, ip, 1, 0);
+		ftrace_set_filter_ip(&kp_gops.ops, proxy_site, 1, 0);
 	return r;
 }
 
-/* The filter's hash is kept (emptied) across unregistering: ftrace_free_filter()
- * frees it without resetting the ops' pointers, so it is only for the end. */
-KP_KCALL void kp_graph_remove(unsigned long ip, bool last)
+KP_KCALL void kp_graph_unregister(void)
 {
-	if (last)
-		KP_FN(unregister_ftrace_graph, kp_fn_unregister)(&kp_gops);
-	if (ip && ftrace_set_filter_ip(&kp_gops.ops, ip, 1, 0))
-		pr_warn("kprobes: %pS stays in the return probes' function graph filter\n",
-			(void *)ip);
+	KP_FN(unregister_ftrace_graph, kp_fn_unregister)(&kp_gops);
 }
 
-/* At engine unload, the ops unregistered. */
+/* At engine unload, the ops unregistered: its filter's memory. */
 void kp_graph_exit(void)
 {
 	ftrace_free_filter(&kp_gops.ops);
 }
 
-/* From the entry callback only (fgraph's rule). */
-KP_KCALL notrace void *kp_graph_reserve(int size)
+/*
+ * Pushes a shadow-stack frame for the current task's call whose return
+ * address is ret, kept at retp (x86_64: the stack slot; arm64: the frame
+ * pointer at the entry, fp, as prepare_ftrace_return() passes it), with a
+ * record of p->size bytes (p->record). 0: pushed, and the caller sends the
+ * return to return_to_handler. Interrupts off (the engine's entry probe).
+ */
+KP_KCALL notrace int kp_graph_push(struct kp_graph_push *p, unsigned long ret,
+				   unsigned long *retp, unsigned long fp)
 {
-	return KP_FN(fgraph_reserve_data, kp_fn_reserve)(kp_gops.idx, size);
-}
+	struct kp_graph_push *outer;
+	int r;
 
-/* The current task's newest shadow-stack frame and the engine's data in it. */
-KP_KCALL notrace void *kp_graph_top(unsigned long *func, unsigned long *ret,
-				    unsigned long *retp, int *size)
-{
-	struct ftrace_ret_stack *rs = KP_FN(ftrace_graph_get_ret_stack, kp_fn_top)(current, 0);
-
-	if (!rs)
-		return NULL;
-	*func = rs->func;
-	*ret = rs->ret;
-	*retp = (unsigned long)rs->retp;
-	return KP_FN(fgraph_retrieve_data, kp_fn_retrieve)(kp_gops.idx, size);
+	if (unlikely(atomic_read(&current->tracing_graph_pause)))
+		return -EBUSY;
+	/* An NMI's push in between finds its own, and gives ours back. */
+	outer = this_cpu_read(kp_graph_pending);
+	this_cpu_write(kp_graph_pending, p);
+	p->record = NULL;
+	r = KP_FN(function_graph_enter, kp_fn_enter)(ret, kp_proxy_site, fp, retp);
+	this_cpu_write(kp_graph_pending, outer);
+	/* 0 with no record: another graph user (one tracing every function)
+	 * took the frame and ours found no room; the frame is pushed all the
+	 * same and the return must go through return_to_handler. */
+	return r;
 }
 
 #else /* no return value from the function graph tracer */
 
-bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long reserve,
-		   unsigned long retrieve, unsigned long top)
+bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long enter,
+		   unsigned long reserve, unsigned long retrieve)
 {
 	return false;
 }
 
-int kp_graph_add(unsigned long ip, bool first)
+int kp_graph_register(unsigned long proxy_site)
 {
 	return -EOPNOTSUPP;
 }
 
-void kp_graph_remove(unsigned long ip, bool last)
+void kp_graph_unregister(void)
 {
 }
 
@@ -141,14 +162,10 @@ void kp_graph_exit(void)
 {
 }
 
-void *kp_graph_reserve(int size)
+int kp_graph_push(struct kp_graph_push *p, unsigned long ret, unsigned long *retp,
+		  unsigned long fp)
 {
-	return NULL;
-}
-
-void *kp_graph_top(unsigned long *func, unsigned long *ret, unsigned long *retp, int *size)
-{
-	return NULL;
+	return -EOPNOTSUPP;
 }
 
 #endif

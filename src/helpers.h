@@ -55,16 +55,20 @@ int kp_symbols_each(void *data, const char *name, unsigned long addr);
 int kp_symbols_each_match(void *data, unsigned long addr);
 
 /* src/fgraph.c: the function graph tracer's shadow stack for return probes. */
-bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long reserve,
-		   unsigned long retrieve, unsigned long top);
-int kp_graph_add(unsigned long ip, bool first);
-void kp_graph_remove(unsigned long ip, bool last);
+struct kp_graph_push {
+	int size;	/* bytes of record to reserve */
+	void *record;	/* where, if reserved */
+};
+bool kp_graph_init(unsigned long reg, unsigned long unreg, unsigned long enter,
+		   unsigned long reserve, unsigned long retrieve);
+int kp_graph_register(unsigned long proxy_site);
+void kp_graph_unregister(void);
 void kp_graph_exit(void);
-void *kp_graph_reserve(int size);
-void *kp_graph_top(unsigned long *func, unsigned long *ret, unsigned long *retp, int *size);
+int kp_graph_push(struct kp_graph_push *p, unsigned long ret, unsigned long *retp,
+		  unsigned long fp);
+void kp_graph_proxy(void);
 /* src/kret_graph.rs */
-int kp_graph_enter(unsigned long func);
-void kp_graph_leave(unsigned long func, unsigned long retval, void *block, int size);
+void kp_graph_leave(unsigned long retval, void *block, int size);
 
 /* src/helpers.c */
 unsigned int kp_helper_notifier_callbacks(void *head, unsigned long *out, unsigned int max);

@@ -423,7 +423,7 @@ fn register(rp: &mut KpKretprobe) -> Result {
             free_pool(&g, pool);
             return Err(e);
         }
-        let graph = crate::kret_graph::attach(&g, rp, sym.start, sym.size, rp.data_size);
+        let graph = crate::kret_graph::attach(&g, sym.start, sym.size, rp.data_size);
         // SAFETY: the pool is ours, not yet published.
         unsafe { (*pool).graph = graph };
     }
@@ -674,8 +674,11 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     }
     // SAFETY: a registered kretprobe's pool is live.
     let pool = unsafe { &*pool };
-    // This call on the function graph tracer's shadow stack, if it took it.
-    if let Some(h) = pool.graph.and_then(|r| crate::kret_graph::claim(r, regs)) {
+    // This call on the function graph tracer's shadow stack, if it takes it.
+    if let Some(h) = pool
+        .graph
+        .and_then(|r| crate::kret_graph::push(r, rp, regs))
+    {
         // SAFETY: `rp` is live.
         if let Some(eh) = unsafe { (*rp).entry_handler } {
             // SAFETY: the handler contract; the record lives on this

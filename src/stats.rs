@@ -37,7 +37,7 @@ pub(crate) mod missed {
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
-    let (probes, points, slots, instances, inflight, (direct, parked), shadow_sites) = {
+    let (probes, points, slots, instances, inflight, (direct, parked), shadow_probes) = {
         let g = crate::lock::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
         let slots = crate::slots::in_use();
@@ -49,7 +49,7 @@ pub(crate) fn get() -> KpStats {
             crate::kretprobe::instances(&g),
             crate::kretprobe::inflight(&g),
             sites,
-            crate::kret_graph::sites(&g),
+            crate::kret_graph::probes(&g),
         )
     };
     KpStats {
@@ -71,7 +71,7 @@ pub(crate) fn get() -> KpStats {
         missed_kret_nested: missed::KRET_NESTED.load(Ordering::Relaxed) as _,
         kretprobe_task_exits: crate::kretprobe::TASK_EXITS.load(Ordering::Relaxed) as _,
         kretprobe_shadow_returns: crate::kret_graph::RETURNS.load(Ordering::Relaxed) as _,
-        kretprobe_shadow_sites: shadow_sites as _,
+        kretprobe_shadow_probes: shadow_probes as _,
     }
 }
 
@@ -96,7 +96,7 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "missed_kret_nested {}", s.missed_kret_nested)?;
     writeln!(w, "kretprobe_task_exits {}", s.kretprobe_task_exits)?;
     writeln!(w, "kretprobe_shadow_returns {}", s.kretprobe_shadow_returns)?;
-    writeln!(w, "kretprobe_shadow_sites {}", s.kretprobe_shadow_sites)
+    writeln!(w, "kretprobe_shadow_probes {}", s.kretprobe_shadow_probes)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

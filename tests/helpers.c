@@ -511,5 +511,5 @@ const size_t kp_test_c_layout[] = {
 	offsetof(struct kp_stats, missed_kret_nested),
 	offsetof(struct kp_stats, kretprobe_task_exits),
 	offsetof(struct kp_stats, kretprobe_shadow_returns),
-	offsetof(struct kp_stats, kretprobe_shadow_sites),
+	offsetof(struct kp_stats, kretprobe_shadow_probes),
 };

@@ -740,7 +740,7 @@ fn kret_shadow_unregister_while_inside(t: &mut Test) {
         now.kretprobe_shadow_returns,
         base.kretprobe_shadow_returns
     );
-    kp_expect_eq!(t, now.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(t, now.kretprobe_shadow_probes, base.kretprobe_shadow_probes);
     kp_expect_eq!(t, now.kretprobe_instances, base.kretprobe_instances);
 }
 
@@ -839,13 +839,13 @@ fn shadow_kretprobe(sym: &'static core::ffi::CStr) -> KpKretprobe {
 
 /// Whether this kernel serves return probes at ftrace sites through the
 /// function graph tracer's shadow stack (a kretprobe on an ftrace site
-/// shows up in `kretprobe_shadow_sites`).
+/// shows up in `kretprobe_shadow_probes`).
 fn shadow_available(t: &mut Test) -> bool {
     let mut rp = shadow_kretprobe(c"kp_test_graph_short");
     if kret_register(&mut rp) != 0 {
         return false;
     }
-    let on = kp::stats().kretprobe_shadow_sites > 0;
+    let on = kp::stats().kretprobe_shadow_probes > 0;
     kret_unregister(&mut rp);
     if !on {
         t.skip("no return probes on the shadow stack (kernel without FUNCTION_GRAPH_RETVAL)");
@@ -906,7 +906,11 @@ fn kret_shadow_1000_sleepers(t: &mut Test) {
         after.missed_kret_no_instance,
         base.missed_kret_no_instance
     );
-    kp_expect_eq!(t, after.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(
+        t,
+        after.kretprobe_shadow_probes,
+        base.kretprobe_shadow_probes
+    );
     kp_expect_eq!(t, after.kretprobe_instances, base.kretprobe_instances);
 }
 
@@ -1122,9 +1126,8 @@ fn kret_shadow_trace_from_inside(t: &mut Test) {
 }
 
 /// A return-probed function of a module on the shadow stack, the module
-/// unloaded under the kretprobe: the function leaves the engine's
-/// function-graph filter with the module (ftrace still knows its site
-/// then), and unregistering afterwards works.
+/// unloaded under the kretprobe: the kretprobe is GONE, and unregistering
+/// it afterwards gives everything back.
 fn kret_shadow_module_gone(t: &mut Test) {
     if !shadow_available(t) {
         return;
@@ -1140,19 +1143,14 @@ fn kret_shadow_module_gone(t: &mut Test) {
     kp_expect_eq!(t, kret_register(&mut rp), 0);
     kp_expect_eq!(
         t,
-        kp::stats().kretprobe_shadow_sites,
-        base.kretprobe_shadow_sites + 1
+        kp::stats().kretprobe_shadow_probes,
+        base.kretprobe_shadow_probes + 1
     );
     kp_expect_eq!(t, crate::util::run(c"/bin/rmmod", &[c"kp_target"]), 0);
     kp_expect!(t, rp.kp.flags & kp::KP_FLAG_GONE != 0);
-    kp_expect_eq!(
-        t,
-        kp::stats().kretprobe_shadow_sites,
-        base.kretprobe_shadow_sites
-    );
     kret_unregister(&mut rp);
     let now = kp::stats();
-    kp_expect_eq!(t, now.kretprobe_shadow_sites, base.kretprobe_shadow_sites);
+    kp_expect_eq!(t, now.kretprobe_shadow_probes, base.kretprobe_shadow_probes);
     kp_expect_eq!(t, now.probes, base.probes);
 }
 

@@ -122,7 +122,7 @@ fn smoke_abi_size(t: &mut Test) {
         offset_of!(S, missed_kret_nested),
         offset_of!(S, kretprobe_task_exits),
         offset_of!(S, kretprobe_shadow_returns),
-        offset_of!(S, kretprobe_shadow_sites),
+        offset_of!(S, kretprobe_shadow_probes),
     ];
     // SAFETY: a constant array defined in tests/helpers.c.
     let c = unsafe { kp_test_c_layout };
