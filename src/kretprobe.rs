@@ -16,6 +16,12 @@
 //! and no lookup tables are needed; recursion and many tasks just use more
 //! instances. When none is free the call is not tracked (`nmissed`).
 //!
+//! Where the function's entry is an ftrace site, the entry probe first
+//! offers the call to the function graph tracer's per-task shadow stack
+//! ([`crate::kret_graph`]): no pool to exhaust, and unwinders see the real
+//! caller. The pool serves what fgraph does not take, and every other
+//! entry.
+//!
 //! Lifetime: unregistering stops new entries (the entry probe goes away)
 //! and marks the pool dead, so returns still in flight run no handler but
 //! still return correctly; the pool (instances, stubs) is freed once the
