@@ -32,6 +32,13 @@ noinline void kp_graph_proxy(void)
 	barrier();
 }
 
+/* Its address, taken here (on IBT kernels an address-taken C function
+ * keeps its ENDBR, which objtool wants wherever an address is taken). */
+unsigned long kp_graph_proxy_addr(void)
+{
+	return (unsigned long)kp_graph_proxy;
+}
+
 #if defined(CONFIG_FUNCTION_GRAPH_RETVAL) && defined(CONFIG_DYNAMIC_FTRACE)
 
 static void *kp_fn_register, *kp_fn_unregister, *kp_fn_enter, *kp_fn_reserve, *kp_fn_retrieve;

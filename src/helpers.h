@@ -67,6 +67,7 @@ void kp_graph_exit(void);
 int kp_graph_push(struct kp_graph_push *p, unsigned long ret, unsigned long *retp,
 		  unsigned long fp);
 void kp_graph_proxy(void);
+unsigned long kp_graph_proxy_addr(void);
 /* src/kret_graph.rs */
 void kp_graph_leave(unsigned long retval, void *block, int size);
 

@@ -122,7 +122,7 @@ extern "C" {
     fn kp_graph_unregister();
     fn kp_graph_exit();
     fn kp_graph_push(p: *mut Push, ret: c_ulong, retp: *mut c_ulong, fp: c_ulong) -> c_int;
-    fn kp_graph_proxy();
+    fn kp_graph_proxy_addr() -> c_ulong;
     fn get_random_u64() -> u64;
 }
 
@@ -133,7 +133,8 @@ pub(crate) fn init() {
     if crate::symbols::return_to_handler() == 0 {
         return;
     }
-    let proxy = kp_graph_proxy as *const () as usize;
+    // SAFETY: plain call.
+    let proxy = unsafe { kp_graph_proxy_addr() };
     let Some(site) = crate::symbols::ftrace_location_range(proxy, proxy + 16).filter(|&s| s != 0)
     else {
         return;

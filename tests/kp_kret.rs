@@ -1081,7 +1081,11 @@ fn kret_shadow_trace_from_inside(t: &mut Test) {
     }
     reset();
     TRACE.clear();
-    let f = kp_test_graph_gated as *const () as usize;
+    let f = kp::lookup_symbol(c"kp_test_graph_gated").map_or(0, |s| s.addr);
+    if f == 0 {
+        kp_expect!(t, false, "kp_test_graph_gated not found");
+        return;
+    }
     let at = if cfg!(CONFIG_ARM64) {
         // After `add x29, sp, #imm` (`mov x29, sp` when imm is 0).
         (0..16)
