@@ -1071,7 +1071,8 @@ unsafe extern "C" fn trace_pre(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) ->
 }
 
 /// A stack trace from an exception on top of a function whose return the
-/// shadow stack hijacked (a kprobe inside it; arm64: past its prologue,
+/// shadow stack hijacked (a kprobe inside it, x86_64: past the ftrace site;
+/// arm64: past its prologue,
 /// where the frame record holding `return_to_handler` exists, since an
 /// arm64 unwind from a function's entry skips its caller whatever the
 /// return address): the real caller is there.
@@ -1093,7 +1094,9 @@ fn kret_shadow_trace_from_inside(t: &mut Test) {
             .find(|&a| crate::util::text_word(a) & 0xffc0_03ff == 0x9100_03fd)
             .map_or(0, |a| a + 4)
     } else {
-        crate::util::body(f)
+        // Past the ftrace site (5 bytes): a breakpoint, whose exception
+        // frame the unwinder starts from.
+        crate::util::body(f) + 5
     };
     kp_expect!(t, at != 0, "no frame set-up in kp_test_graph_gated");
     let mut rp = kret_on(c"kp_test_graph_gated");
