@@ -1135,7 +1135,10 @@ fn kret_shadow_trace_from_inside(t: &mut Test) {
     if cfg!(CONFIG_ARM64) {
         kp_expect!(t, to_caller, "the real caller is not in the trace");
     } else {
-        t.info(format_args!("the trace reaches the real caller: {}", to_caller));
+        t.info(format_args!(
+            "the trace reaches the real caller: {}",
+            to_caller
+        ));
     }
     kp_expect!(t, !crate::util::trace_has(shown, "return_to_handler"));
 }
