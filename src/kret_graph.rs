@@ -46,7 +46,6 @@ use crate::abi::{KpKretprobe, KpKretprobeInstance};
 use crate::arch;
 use crate::arch::{Entries, Returns};
 use crate::lock::{RegGuard, RegLocked};
-use crate::percpu::{stage, Cpu, Frame};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
@@ -464,20 +463,13 @@ pub(crate) extern "C" fn kp_graph_leave(retval: c_ulong, block: *mut c_void, siz
         r.header.ret_addr,
         retval,
     );
-    // SAFETY: interrupts are off.
-    let cpu = unsafe { Cpu::this() };
-    let busy = Frame {
-        point: core::ptr::null(),
-        stage: stage::HANDLERS,
-        saved: 0,
+    let fp = r.entry_fp;
+    // SAFETY: interrupts are off; `rp` is live (above).
+    unsafe {
+        crate::kretprobe::run_return_handler(rp, || {
+            // SAFETY: the handler contract; the frame record the arch
+            // builds shows the real caller to unwinders in the handler.
+            arch::Arch::kret_call_handler(h, &mut r.header, &mut regs, fp)
+        })
     };
-    if cpu.push(busy).is_some() {
-        // SAFETY: the handler contract; the frame record the arch builds
-        // shows the real caller to unwinders in the handler.
-        unsafe { arch::Arch::kret_call_handler(h, &mut r.header, &mut regs, r.entry_fp) };
-        cpu.pop();
-    } else {
-        // SAFETY: as above.
-        unsafe { crate::kretprobe::count_missed(rp, &crate::stats::missed::KRET_NESTED) };
-    }
 }

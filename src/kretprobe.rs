@@ -746,6 +746,32 @@ unsafe extern "C" fn kret_entry(p: *mut KpKprobe, regs: *mut bindings::pt_regs) 
     0
 }
 
+/// Runs `call` (a return handler of `rp`) with this CPU marked busy, so
+/// that probes hit from it count as missed; when this CPU's hit levels are
+/// all taken, counts a nested miss instead. Shared by the pool's return
+/// trampolines and the shadow stack's return callback.
+///
+/// # Safety
+///
+/// Interrupts are off; `rp` is a live kretprobe for the call.
+pub(crate) unsafe fn run_return_handler(rp: *mut KpKretprobe, call: impl FnOnce()) {
+    // SAFETY: interrupts are off (the contract).
+    let cpu = unsafe { Cpu::this() };
+    let busy = Frame {
+        point: core::ptr::null(),
+        stage: stage::HANDLERS,
+        saved: 0,
+    };
+    if cpu.push(busy).is_some() {
+        call();
+        cpu.pop();
+    } else {
+        // Too deeply nested to run a handler safely: count it.
+        // SAFETY: `rp` is live (the contract).
+        unsafe { count_missed(rp, &crate::stats::missed::KRET_NESTED) };
+    }
+}
+
 /// The arch trampoline's callback: the function whose return went to stub
 /// `index` returned with `regs`. Runs the handler (if the kretprobe is still
 /// registered) and returns where the return goes. Before the handler runs,
@@ -782,27 +808,16 @@ pub(crate) fn on_return(
     arch::regs::set_ip(regs, inst.header.ret_addr);
     let rp = pool.rp.load(Ordering::Acquire);
     if !rp.is_null() {
-        // SAFETY: interrupts are off.
-        let cpu = unsafe { Cpu::this() };
-        // Mark this CPU busy: probes hit by the handler count as missed.
-        let busy = Frame {
-            point: core::ptr::null(),
-            stage: stage::HANDLERS,
-            saved: 0,
+        // SAFETY: `rp` stays valid until unregister, which waits for
+        // handlers running with interrupts off; so are they here.
+        unsafe {
+            run_return_handler(rp, || {
+                if let Some(h) = (*rp).handler {
+                    // SAFETY: the handler contract.
+                    h(&mut inst.header, regs);
+                }
+            })
         };
-        if cpu.push(busy).is_some() {
-            // SAFETY: `rp` stays valid until unregister, which waits for
-            // handlers running with interrupts off.
-            if let Some(h) = unsafe { (*rp).handler } {
-                // SAFETY: the handler contract.
-                unsafe { h(&mut inst.header, regs) };
-            }
-            cpu.pop();
-        } else {
-            // Too deeply nested to run a handler safely: count it.
-            // SAFETY: as above.
-            unsafe { count_missed(rp, &crate::stats::missed::KRET_NESTED) };
-        }
     }
     inst.state.store(FREE, Ordering::Release);
     pool.inflight.fetch_sub(1, Ordering::AcqRel);
