@@ -12,6 +12,8 @@
 //!   pushq (%rsp)        [rsp] = site + 5: where the trampoline returns
 //!   subq $5, 8(%rsp)    [rsp + 8] = site: the probed address
 //!   (pt_regs, as the jump-optimization detour builds it; interrupts off)
+//!   (an interrupt-style frame: ip = site, sp = the probed code's, for
+//!   unwinders while the handlers run; dropped after the call)
 //!   call kp_x86_ftrace_hit
 //!   (registers back from pt_regs)
 //!   ret $8              to the function past the site, or where a pre

@@ -191,14 +191,36 @@ SYM_CODE_END(kp_x86_post_common)
  * return address. Make it [rsp] = site + 5 (where to resume), [rsp + 8] =
  * site (the probed address) above the caller's return address; the subq
  * changes the flags at a function entry, where nothing relies on them.
+ *
+ * For unwinders: the word the call pushed holds the site from the subq on,
+ * not a return address (ORC would look up site - 1, outside the function
+ * on a kernel without ENDBR), so from there the hints point past it at the
+ * caller's return address, the state of a function entry; while the
+ * handlers run, an interrupt-style frame holds the site itself and the
+ * probed code's stack pointer (as in kp_x86_opt_common), so that a walk
+ * goes through the probed function to its caller.
  */
+.macro KP_HINT_PAST_SITE offset:req
+	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=\offset
+.endm
+
 SYM_CODE_START(kp_x86_ftrace_direct)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
 	pushq	(%rsp)
 	subq	$5, 8(%rsp)
+	KP_HINT_PAST_SITE 24
 	KP_SAVE_REGS
+	leaq	PTREGS_SIZE+16(%rdi), %rax	/* the probed code's sp */
+	pushq	$__KERNEL_DS			/* ss */
+	pushq	%rax				/* sp */
+	pushq	pt_regs_flags(%rdi)		/* flags */
+	pushq	$__KERNEL_CS			/* cs */
+	pushq	PTREGS_SIZE+8(%rdi)		/* ip: the site */
+	UNWIND_HINT_IRET_REGS
 	call	kp_x86_ftrace_hit
+	leaq	5*8(%rsp), %rsp
+	KP_HINT_PAST_SITE PTREGS_SIZE+24
 	KP_RESTORE_REGS
 	KP_RET_DROP_WORD
 SYM_CODE_END(kp_x86_ftrace_direct)
