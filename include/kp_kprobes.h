@@ -42,6 +42,11 @@ typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 #define KP_FLAG_FTRACE		4 /* out: served by ftrace at a call site */
 #define KP_FLAG_OPTIMIZED	8 /* out: jump-optimized (x86_64), no trap */
 #define KP_FLAG_REGISTERED	16 /* out: the engine holds this probe */
+/* In: the handlers need every register. arm64 serves a function entry
+ * through ftrace with x0-x8, fp, lr, sp and pc valid (the rest read 0);
+ * with this flag it takes a breakpoint past the patchable entry instead,
+ * with all registers. x86_64 has them all on both paths. */
+#define KP_FLAG_FULL_REGS	32
 
 /* Words of engine-private state in struct kp_kprobe. */
 #define KP_PRIVATE_WORDS	3

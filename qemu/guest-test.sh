@@ -31,12 +31,12 @@ if true; then
 	check example-hits sh -c "dmesg | grep -q 'filename = \"/proc/version\"'"
 	check kernel-kprobes-unused kernel_kprobes_unused
 	check debugfs-list grep -qE 'do_sys_open\+0x[0-9a-f]+  (\[FTRACE\]  )?missed=0' $KP/list
-	# x86_64: a function entry is served by ftrace (its site is at +0x4
-	# past the ENDBR on IBT kernels); arm64: by a BRK past the patchable
-	# entry (no ftrace registers in 6.12).
+	# A function entry is served by ftrace at its site. x86_64: the entry,
+	# or +0x4 past the ENDBR on IBT kernels; arm64: the patchable entry's
+	# second instruction, +0x4 (+0x8 past a BTI landing pad).
 	case $ARCH in
 	x86_64) check debugfs-list-ftrace grep -qE 'do_sys_open\+0x[04]  \[FTRACE\]' $KP/list ;;
-	*) check debugfs-list-brk grep -qE 'do_sys_open\+0x[8c]  missed=' $KP/list ;;
+	*) check debugfs-list-ftrace grep -qE 'do_sys_open\+0x[48]  \[FTRACE\]' $KP/list ;;
 	esac
 	check debugfs-enabled-reads-1 grep -qx 1 $KP/enabled
 	echo 0 >$KP/enabled

@@ -30,6 +30,10 @@ pub const KP_FLAG_OPTIMIZED: c_uint = 8;
 
 /// `KP_FLAG_REGISTERED` (out): registered (set and cleared by the engine).
 pub const KP_FLAG_REGISTERED: c_uint = 16;
+/// `KP_FLAG_FULL_REGS` (in): the handlers need every register, where an
+/// entry served by ftrace would give only some (arm64: a breakpoint past
+/// the patchable entry instead).
+pub const KP_FLAG_FULL_REGS: c_uint = 32;
 
 /// Words of engine-private state in `struct kp_kprobe`.
 pub const KP_PRIVATE_WORDS: usize = 3;

@@ -103,6 +103,9 @@ pub(crate) trait Entries: Insns {
     const FTRACE_PRE_IP_OFFSET: usize = 0;
     /// How far before an ftrace call site ftrace's bytes reach.
     const FTRACE_GUARD: usize = 0;
+    /// Whether the handlers get every register on the ftrace path (else
+    /// probes that need them, `KP_FLAG_FULL_REGS`, take a breakpoint).
+    const FTRACE_FULL_REGS: bool = true;
     /// Where a probe on a function's entry really goes (past what the arch
     /// or ftrace reserves there).
     fn entry_probe_address(start: usize, size: usize) -> usize;
@@ -323,6 +326,7 @@ pub(crate) const fn insn_aligned(addr: usize) -> bool {
 pub(crate) const FTRACE_SITE_LEN: usize = <Arch as Entries>::FTRACE_SITE_LEN;
 pub(crate) const FTRACE_PRE_IP_OFFSET: usize = <Arch as Entries>::FTRACE_PRE_IP_OFFSET;
 pub(crate) const FTRACE_GUARD: usize = <Arch as Entries>::FTRACE_GUARD;
+pub(crate) const FTRACE_FULL_REGS: bool = <Arch as Entries>::FTRACE_FULL_REGS;
 pub(crate) const OPT_SUPPORTED: bool = <Arch as Jumps>::OPT_SUPPORTED;
 pub(crate) const OPT_MAX_SPAN: usize = <Arch as Jumps>::OPT_MAX_SPAN;
 pub(crate) const BLACKLIST_FUNCS: &[(&CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_FUNCS;

@@ -347,7 +347,11 @@ static inline unsigned int kp_direct_sites(unsigned int *parked)
 }
 #endif /* direct calls */
 
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+#if defined(CONFIG_DYNAMIC_FTRACE_WITH_REGS)
+/* Full registers at the site: ftrace saves a pt_regs (x86_64). */
+#define KP_FTRACE_ENTRIES 1
+#define KP_ENTRY_OPS_FLAGS FTRACE_OPS_FL_SAVE_REGS
+
 static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
 				   struct ftrace_ops *ops,
 				   struct ftrace_regs *fregs)
@@ -367,10 +371,41 @@ static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
 	local_irq_restore(flags);
 	ftrace_test_recursion_unlock(bit);
 }
+#elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
+/*
+ * Only the argument registers at the site (arm64 of 6.12: ftrace_regs holds
+ * x0-x8, fp, lr, sp and pc). The handlers get a pt_regs the arch builds
+ * from them (kp_arch_fregs_to_regs(), which says which registers are valid) and what they
+ * change of those goes back; a probe whose handlers need every register
+ * (KP_FLAG_FULL_REGS) takes the breakpoint past the patchable entry.
+ */
+#define KP_FTRACE_ENTRIES 1
+#define KP_ENTRY_OPS_FLAGS 0
 
+static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
+				   struct ftrace_ops *ops,
+				   struct ftrace_regs *fregs)
+{
+	struct pt_regs regs;
+	unsigned long flags;
+	int bit;
+
+	bit = ftrace_test_recursion_trylock(ip, parent_ip);
+	if (bit < 0)
+		return;
+	local_irq_save(flags);
+	kp_arch_fregs_to_regs(fregs, &regs, flags);
+	kp_ftrace_hit(ip, &regs);
+	kp_arch_regs_to_fregs(&regs, fregs);
+	local_irq_restore(flags);
+	ftrace_test_recursion_unlock(bit);
+}
+#endif
+
+#ifdef KP_FTRACE_ENTRIES
 static struct ftrace_ops kp_entry_ops = {
 	.func = kp_ftrace_func,
-	.flags = FTRACE_OPS_FL_SAVE_REGS,
+	.flags = KP_ENTRY_OPS_FLAGS,
 };
 
 /* Sites in kp_entry_ops' filter, and whether the ops is registered (it is
@@ -444,8 +479,7 @@ int kp_ftrace_disarm(unsigned long ip)
 }
 
 #else
-/* Without full registers at ftrace sites (arm64 of 6.12), entry probes use
- * the breakpoint path. */
+/* No registers at ftrace sites: entry probes use the breakpoint path. */
 bool kp_ftrace_available(void)
 {
 	return false;

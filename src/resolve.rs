@@ -120,10 +120,11 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
 
 /// Where a request for `addr` really probes, and whether through ftrace: a
 /// function entry (or its ftrace site) goes to the ftrace site when the
-/// ftrace path is on and the arch has it, else past what the arch reserves
-/// there (see the backends).
-pub(crate) fn adjust_entry(addr: usize) -> (usize, bool) {
-    let ftrace = crate::ftrace::entry_enabled();
+/// ftrace path is on and the arch has it (and, for handlers that need
+/// every register, `full_regs`, gives them there), else past what the arch
+/// reserves there (see the backends).
+pub(crate) fn adjust_entry(addr: usize, full_regs: bool) -> (usize, bool) {
+    let ftrace = crate::ftrace::entry_enabled() && (!full_regs || arch::FTRACE_FULL_REGS);
     match symbols::bounds(addr) {
         Some(s) if s.start == addr => match arch::Arch::ftrace_entry_site(s.start, s.size) {
             Some(site) if ftrace => (site, true),
@@ -134,12 +135,17 @@ pub(crate) fn adjust_entry(addr: usize) -> (usize, bool) {
     }
 }
 
+/// Whether `p`'s handlers need every register (`KP_FLAG_FULL_REGS`).
+fn wants_full_regs(p: &KpKprobe) -> bool {
+    p.flags & crate::abi::KP_FLAG_FULL_REGS != 0
+}
+
 /// Where `p` will really probe (entry adjustment included), whether through
 /// ftrace, validated, and the function it is in. Registration lock held: the
 /// text cannot change under the checks (no point is freed, no module
 /// finishes going away).
 pub(crate) fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Bounds)> {
-    let (addr, ftrace) = adjust_entry(requested_address(p)?);
+    let (addr, ftrace) = adjust_entry(requested_address(p)?, wants_full_regs(p));
     let sym = validate(addr, ftrace)?;
     Ok((addr, ftrace, sym))
 }
@@ -153,7 +159,7 @@ pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
         pr_err!("kretprobe: {:#x} is not a function entry\n", addr);
         return Err(EINVAL);
     };
-    let (at, ftrace) = adjust_entry(addr);
+    let (at, ftrace) = adjust_entry(addr, wants_full_regs(p));
     validate(at, ftrace)?;
     Ok(sym)
 }

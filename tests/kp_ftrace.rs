@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `kp_ftrace`: probes at a kernel function's entry. On x86_64 they are
-//! served by the engine's ftrace_ops at the function's ftrace call site
-//! (`KP_FLAG_FTRACE`); on arm64 (no ftrace registers in 6.12) by a BRK past
-//! the patchable entry. Either way the handlers see what the kernel's
-//! kprobes show: the pre handler ip one past the site on x86_64 (as after an
-//! int3), the post handler ip past the site's instruction, redirection
+//! `kp_ftrace`: probes at a kernel function's entry, served through ftrace
+//! at the function's call site (`KP_FLAG_FTRACE`) on both arches (arm64:
+//! the engine's shared ftrace_ops with ftrace's argument registers; a
+//! probe that needs every register takes a BRK past the patchable entry).
+//! The handlers see what the kernel's kprobes show: the pre handler ip one
+//! past the site on x86_64 (as after an int3), at the site on arm64 (as at
+//! a BRK), the post handler ip past the site's instruction, redirection
 //! honoured, kretprobes on the same entry.
 //!
 //! On x86_64 the site becomes a direct call to the engine's trampoline,
@@ -109,13 +110,8 @@ fn ftrace_entry_pre_post(t: &mut Test) {
             return;
         }
     };
-    // The engine's report; ftrace serves entries on x86_64 only.
-    kp_expect_eq!(
-        t,
-        p.probe().is_ftrace(),
-        cfg!(CONFIG_X86_64),
-        "served by ftrace"
-    );
+    // The engine's report: ftrace serves entries on both arches.
+    kp_expect!(t, p.probe().is_ftrace(), "served by ftrace");
     let f = kp::lookup_symbol(c"jiffies_to_msecs").map_or(0, |s| s.addr);
     // x86_64: the ftrace site is the entry (or past endbr64); arm64: past
     // the two patchable-entry instructions (and a BTI kernel's `bti c`).
@@ -199,6 +195,105 @@ fn ftrace_entry_stack_trace(t: &mut Test) {
         crate::util::trace_has(trace, "jiffies_to_msecs"),
         "the probed function is not in the trace"
     );
+}
+
+/// Reads the argument, the return address and (arm64) x19 at the entry,
+/// and changes the argument to 77.
+struct ArgChanger<const FULL: bool> {
+    arg: AtomicUsize,
+    ret: AtomicUsize,
+    x19: AtomicUsize,
+}
+
+impl<const FULL: bool> kp::KprobeHandler for ArgChanger<FULL> {
+    const FULL_REGS: bool = FULL;
+
+    fn pre(&self, _p: &Probe, regs: &mut Regs) -> Next {
+        if !ours(regs) {
+            return Next::Continue;
+        }
+        self.arg.store(regs.arg(0).unwrap_or(0), Ordering::SeqCst);
+        #[cfg(CONFIG_ARM64)]
+        {
+            self.ret.store(regs.lr(), Ordering::SeqCst);
+            self.x19.store(regs.x(19).unwrap_or(1), Ordering::SeqCst);
+        }
+        #[cfg(CONFIG_X86_64)]
+        {
+            let mut w = 0usize;
+            // SAFETY: a nofault read of the word at the entry's stack
+            // pointer (the return address).
+            unsafe {
+                kernel::bindings::copy_from_kernel_nofault(
+                    (&mut w as *mut usize).cast(),
+                    regs.sp() as *const _,
+                    8,
+                )
+            };
+            self.ret.store(w, Ordering::SeqCst);
+        }
+        // SAFETY: jiffies_to_msecs() is pure; any argument is valid.
+        unsafe { regs.set_arg(0, 77) };
+        Next::Continue
+    }
+}
+
+fn arg_changer<const FULL: bool>() -> ArgChanger<FULL> {
+    ArgChanger {
+        arg: AtomicUsize::new(0),
+        ret: AtomicUsize::new(0),
+        x19: AtomicUsize::new(usize::MAX),
+    }
+}
+
+#[inline(never)]
+fn arg_changer_caller() -> u32 {
+    black_box(call(OURS))
+}
+
+/// The registers a pre handler at an entry reads and changes. Through
+/// ftrace: the argument (changed, the function computes with the new one),
+/// the return address (into the caller); on arm64, where ftrace saves only
+/// x0-x8, fp, lr, sp and pc, x19 reads 0. A handler that needs every
+/// register (`FULL_REGS`) takes a BRK on arm64 and keeps ftrace on x86_64,
+/// with the same results.
+fn ftrace_entry_registers(t: &mut Test) {
+    let want77 = call(77);
+    fn check<const FULL: bool>(t: &mut Test, want77: u32) {
+        let p = match kp::Kprobe::register(
+            Target::Symbol(c"jiffies_to_msecs"),
+            arg_changer::<FULL>(),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                kp_expect!(t, false, "register (full: {}): {:?}", FULL, e);
+                return;
+            }
+        };
+        kp_expect_eq!(
+            t,
+            p.probe().is_ftrace(),
+            !FULL || cfg!(CONFIG_X86_64),
+            "served by ftrace (full registers: {})",
+            FULL
+        );
+        kp_expect_eq!(t, arg_changer_caller(), want77, "full: {}", FULL);
+        let h = p.handler();
+        kp_expect_eq!(t, h.arg.load(Ordering::SeqCst), OURS);
+        let ret = h.ret.load(Ordering::SeqCst);
+        kp_expect!(
+            t,
+            crate::util::trace_has(&[ret], "arg_changer_caller"),
+            "return address {:#x} (full: {})",
+            ret,
+            FULL
+        );
+        if cfg!(CONFIG_ARM64) && !FULL {
+            kp_expect_eq!(t, h.x19.load(Ordering::SeqCst), 0);
+        }
+    }
+    check::<false>(t, want77);
+    check::<true>(t, want77);
 }
 
 fn ftrace_entry_redirect(t: &mut Test) {
@@ -330,11 +425,12 @@ fn wait_released(ms: u32, direct: usize) -> bool {
 /// after the last probe goes the site stays (parked, still correct), is
 /// reused by the next probe, is taken down by the engine's worker after
 /// about two seconds or at once by `kp_ftrace_release()`, and then holds
-/// ftrace's NOP again. arm64: no ftrace path, no direct site.
+/// ftrace's NOP again. arm64: served by the engine's shared ftrace_ops,
+/// no direct site.
 fn ftrace_direct_site_lifecycle(t: &mut Test) {
     if !cfg!(CONFIG_X86_64) {
         let p = kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(false));
-        kp_expect!(t, p.is_ok_and(|p| !p.probe().is_ftrace()));
+        kp_expect!(t, p.is_ok_and(|p| p.probe().is_ftrace()));
         kp_expect_eq!(t, kp::stats().ftrace_direct, 0);
         return;
     }
@@ -448,31 +544,13 @@ fn ftrace_entry_beside_foreign_direct(t: &mut Test) {
     kp_expect_eq!(t, call(OURS), want);
 }
 
-/// x86_64: a kprobe of the kernel's own with a post handler (an IPMODIFY
-/// ftrace user) on the same entry as the engine's probe: both register,
-/// whichever comes first (beside the engine's direct call), and both see
-/// the call. arm64 has no ftrace path: both engines would put a BRK on the
-/// same instruction there, which the engine refuses (someone else's
-/// breakpoint); that refusal is checked instead.
+/// A kprobe of the kernel's own with a post handler on the same entry as
+/// the engine's probe: both register, whichever comes first, and both see
+/// the call. x86_64: the kernel's is an IPMODIFY ftrace user beside the
+/// engine's direct call; arm64: the kernel's is a BRK past the patchable
+/// entry, the engine's is served at the ftrace site before it.
 fn ftrace_entry_beside_kernel_kprobe(t: &mut Test) {
     let want = call(OURS);
-    if !cfg!(CONFIG_X86_64) {
-        let sym = c"jiffies_to_msecs";
-        // SAFETY: a static NUL-terminated name; unregistered below.
-        let r = unsafe { kp_test_kernel_kprobe(sym.as_ptr(), true) };
-        kp_expect_eq!(t, r, 0, "the kernel's kprobe");
-        let p = kp::Kprobe::register(Target::Symbol(sym), entry(false));
-        kp_expect!(t, p.is_err(), "ours on the kernel's breakpoint");
-        drop(p);
-        if r == 0 {
-            kp_expect_eq!(t, call(OURS), want);
-            // SAFETY: a plain counter.
-            kp_expect!(t, unsafe { kp_test_kernel_kprobe_hits() } >= 1);
-            // SAFETY: registered above.
-            unsafe { kp_test_kernel_kprobe(sym.as_ptr(), false) };
-        }
-        return;
-    }
     for ours_first in [true, false] {
         // No parked site: each order registers ftrace's side from scratch.
         kp::ftrace_release();
@@ -521,6 +599,7 @@ kunit_suite!(
         ftrace_entry_pre_post,
         ftrace_entry_redirect,
         ftrace_entry_stack_trace,
+        ftrace_entry_registers,
         ftrace_entry_kretprobe_and_aggregate,
         ftrace_direct_site_lifecycle,
         ftrace_entry_beside_foreign_direct,

@@ -8,7 +8,7 @@
 //! A probe hit from an NMI runs its handlers there: mid-function (pre
 //! handler, out-of-line step, post handler; arm64: the step ends in the
 //! post trampoline and `eret`, from the NMI) and at the entry of a C function
-//! (`kp_test_c_target`; x86_64: the ftrace path, arm64: a BRK). On x86_64 a
+//! (`kp_test_c_target`, through ftrace). On x86_64 a
 //! hit from an NMI that arrives while this CPU runs another probe's handler
 //! runs no handler and counts in `nmissed`, and the probed instruction still
 //! runs: the function returns the right value. (On arm64 that cannot
@@ -176,9 +176,9 @@ fn nmi_breakpoint_hits(t: &mut Test) {
     hits_in_nmi(t, false, mid_offset(), false);
 }
 
-/// The entry of a C function: ftrace on x86_64, a BRK on arm64.
+/// The entry of a C function, through ftrace (both arches).
 fn nmi_entry_hits(t: &mut Test) {
-    hits_in_nmi(t, true, 0, cfg!(CONFIG_X86_64));
+    hits_in_nmi(t, true, 0, true);
 }
 
 #[cfg(CONFIG_X86_64)]

@@ -5,7 +5,7 @@
 use crate::kp::{self, KpKprobe};
 use crate::kunit::Test;
 use crate::targets::kp_kunit_args;
-use crate::util::{register, EINVAL, ENOENT};
+use crate::util::{register, unregister, EINVAL, ENOENT};
 use core::sync::atomic::AtomicU64;
 
 static DATA_WORD: AtomicU64 = AtomicU64::new(0);
@@ -52,9 +52,9 @@ fn smoke_bad_requests(t: &mut Test) {
     kp_expect_eq!(t, register(&mut p), EINVAL);
     // An ftrace call site. x86_64: inside the 5-byte NOP at the entry, not
     // an instruction boundary (-EILSEQ, as the kernel's kprobes say);
-    // arm64: the NOP at entry + 4, which ftrace rewrites (-EBUSY; the
-    // kernel's probe entries there through ftrace, which arm64's 6.12
-    // cannot do with registers).
+    // arm64: the site (the NOP at entry + 4), served through ftrace, but
+    // not for a probe that needs every register, which would need a BRK
+    // on an instruction ftrace rewrites (-EBUSY).
     p.symbol_name = c"do_sys_open".as_ptr().cast();
     let f = kp::lookup_symbol(c"do_sys_open").map_or(0, |s| s.addr);
     // Past the landing pad for indirect calls, if any (ENDBR, BTI).
@@ -62,9 +62,24 @@ fn smoke_bad_requests(t: &mut Test) {
     let want = if cfg!(CONFIG_X86_64) {
         kernel::bindings::EILSEQ
     } else {
+        p.flags = kp::KP_FLAG_FULL_REGS;
         kernel::bindings::EBUSY
     };
-    kp_expect_eq!(t, register(&mut p), -(want as kernel::ffi::c_int));
+    let r = register(&mut p);
+    kp_expect_eq!(t, r, -(want as kernel::ffi::c_int));
+    if r == 0 {
+        unregister(&mut p);
+    }
+    if cfg!(CONFIG_ARM64) {
+        p.flags = 0;
+        let r = register(&mut p);
+        kp_expect_eq!(t, r, 0, "the site through ftrace");
+        if r == 0 {
+            kp_expect!(t, p.flags & kp::KP_FLAG_FTRACE != 0);
+            unregister(&mut p);
+        }
+    }
+    p.flags = 0;
     p.offset = 0;
     // A null probe.
     // SAFETY: null is explicitly allowed and refused.

@@ -5,6 +5,13 @@
 //! `struct pt_regs`. Pure data: the host crate builds it too (the grammar's
 //! tests and fuzzer use both arches' tables).
 
+/// Whether the `pt_regs` word `word` holds the register at a function
+/// entry served by ftrace (x0-x8, fp, lr, sp, pc, pstate; the kernel's
+/// `ftrace_regs` on arm64): an event reading another one takes a breakpoint.
+pub const fn valid_at_ftrace_entry(word: u16) -> bool {
+    word <= 8 || word >= 29
+}
+
 /// arm64: `x0`..`x30`, `lr` (x30), `sp`, `pc`, `pstate`: the kernel's
 /// `regoffset_table` (arch/arm64/kernel/ptrace.c).
 pub const EVENT_REGS: &[(&str, u16)] = &[

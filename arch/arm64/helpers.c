@@ -18,6 +18,8 @@
 #include <linux/ptrace.h>
 #include <linux/stddef.h>
 #include <asm/barrier.h>
+#include <asm/insn.h>
+#include <asm/ptrace.h>
 #include "../../src/helpers.h"
 
 /* Returns straight to do_el1_brk64()'s caller (x30 is the caller's). */
@@ -50,6 +52,65 @@ static struct ftrace_ops kp_brk_ops = {
 	 */
 	.flags = FTRACE_OPS_FL_IPMODIFY | FTRACE_OPS_FL_PERMANENT,
 };
+
+/*
+ * Entry probes through ftrace (src/ftrace.c, kp_ftrace_func): the handlers'
+ * pt_regs at a function's ftrace site, from what ftrace_caller saved
+ * (DYNAMIC_FTRACE_WITH_ARGS). Valid: x0-x8 (the arguments and the indirect
+ * result register), x29 (fp), x30 (lr: the return address), sp, pc (past
+ * the site: the function's first own instruction; the hit path shows the
+ * pre handler the site), pstate (EL1h; the interrupt mask, or under
+ * pseudo-NMIs the priority mask in pmr_save, as interrupts were). The rest
+ * read 0: ftrace saves none of them, x9 holds the copy of lr the patchable
+ * entry made, x10-x17 are dead at a call, and x18-x28 belong to the caller
+ * (what the same registers of a BRK would show; KP_FLAG_FULL_REGS takes
+ * that path). As fprobe's pt_regs on arm64, plus pstate.
+ */
+void notrace kp_arch_fregs_to_regs(struct ftrace_regs *fregs, struct pt_regs *regs,
+				   unsigned long flags)
+{
+	struct __arch_ftrace_regs *a = arch_ftrace_regs(fregs);
+
+	memset(regs, 0, sizeof(*regs));
+	memcpy(regs->regs, a->regs, sizeof(a->regs));
+	regs->regs[29] = a->fp;
+	regs->regs[30] = a->lr;
+	regs->sp = a->sp;
+	regs->pc = a->pc;
+	regs->pstate = PSR_MODE_EL1h;
+	if (system_uses_irq_prio_masking())
+		regs->pmr_save = flags;
+	else
+		regs->pstate |= flags & (PSR_D_BIT | PSR_A_BIT | PSR_I_BIT | PSR_F_BIT);
+}
+
+/*
+ * What goes back to ftrace_caller, which restores x0-x8, fp and lr and
+ * returns to pc (the stack pointer it restores itself). A handler's change
+ * to another register cannot be honoured there: said once.
+ */
+void notrace kp_arch_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs)
+{
+	struct __arch_ftrace_regs *a = arch_ftrace_regs(fregs);
+	static bool said;
+	int i;
+
+	memcpy(a->regs, regs->regs, sizeof(a->regs));
+	a->fp = regs->regs[29];
+	a->lr = regs->regs[30];
+	a->pc = regs->pc;
+	for (i = ARRAY_SIZE(a->regs); i < 29 && !regs->regs[i]; i++)
+		;
+	if ((i < 29 || regs->sp != a->sp) && !READ_ONCE(said)) {
+		WRITE_ONCE(said, true);
+		if (i < 29)
+			pr_warn("kprobes: a handler at the ftrace site %pS set x%d, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
+				(void *)(a->pc - AARCH64_INSN_SIZE), i);
+		else
+			pr_warn("kprobes: a handler at the ftrace site %pS moved sp, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
+				(void *)(a->pc - AARCH64_INSN_SIZE));
+	}
+}
 
 int kp_helper_arm64_brk_hook_init(void)
 {

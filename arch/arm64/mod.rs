@@ -448,8 +448,15 @@ fn read_words<const N: usize>(at: usize) -> Option<[u32; N]> {
 }
 
 impl Entries for Arch {
-    // No entry probes through ftrace on arm64 of 6.12 (no
-    // `DYNAMIC_FTRACE_WITH_REGS`): `ftrace_entry_site` says none.
+    /// The site is the patchable entry's second instruction (`bl
+    /// ftrace_caller` when armed); the pre handler sees pc at it, as at a
+    /// BRK, and the post handler past it (the function's first own
+    /// instruction).
+    const FTRACE_SITE_LEN: usize = 4;
+    const FTRACE_PRE_IP_OFFSET: usize = 0;
+    /// ftrace's registers at the site (`DYNAMIC_FTRACE_WITH_ARGS`): x0-x8,
+    /// fp, lr, sp, pc (`kp_arch_fregs_to_regs()` in helpers.c).
+    const FTRACE_FULL_REGS: bool = false;
     /// An ftrace call site (the `nop`/`bl` at function + 4) owns the 8-byte ops
     /// literal before the function (CALL_OPS) and the `mov x9, x30` before it:
     /// an address is refused when a site lies within the next 12 bytes.
@@ -482,8 +489,21 @@ impl Entries for Arch {
         }
     }
 
-    /// An inert instruction record for a point served by ftrace (unused on
-    /// arm64, see [`ftrace_entry_site`]).
+    /// A function's ftrace call site (past `bti c`, the `mov x9, x30`
+    /// before it), if it has one: entry probes there are served by the
+    /// engine's `ftrace_ops` (`src/ftrace.c`) without a BRK.
+    fn ftrace_entry_site(start: usize, size: usize) -> Option<usize> {
+        let first = read_insn(start).ok()?;
+        let at = if first == BTI_C || first == BTI_JC {
+            start + 4
+        } else {
+            start
+        };
+        let site = at + 4;
+        (site - start < size && crate::symbols::is_ftrace_site(site)).then_some(site)
+    }
+
+    /// An inert instruction record for a point served by ftrace.
     fn ftrace_insn(addr: usize) -> ArchInsn {
         ArchInsn {
             orig: read_insn(addr).unwrap_or(NOP),
@@ -491,6 +511,21 @@ impl Entries for Arch {
             slot: 0,
             boost: false,
         }
+    }
+
+    /// After a pre handler on the ftrace path redirected execution: ftrace
+    /// takes the new pc (and x0-x8, fp, lr) but restores the stack pointer
+    /// itself. At an entry nothing is on the stack yet, so the usual
+    /// redirect, "return to the caller" (pc = lr), needs no stack change; a
+    /// redirect that also moved the stack pointer is undone whole (false;
+    /// the function then runs normally).
+    fn ftrace_fixup_redirect(regs: &mut bindings::pt_regs, orig_sp: usize, orig_ip: usize) -> bool {
+        if regs::sp(regs) == orig_sp {
+            return true;
+        }
+        regs::set_sp(regs, orig_sp);
+        regs::set_ip(regs, orig_ip);
+        false
     }
 
     /// Whether a BRK sits at `addr` now (read under `text_mutex`, which every

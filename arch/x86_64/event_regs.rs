@@ -5,6 +5,12 @@
 //! `struct pt_regs`. Pure data: the host crate builds it too (the grammar's
 //! tests and fuzzer use both arches' tables).
 
+/// Whether the `pt_regs` word `word` holds the register at a function
+/// entry served by ftrace: all of them on x86_64.
+pub const fn valid_at_ftrace_entry(_word: u16) -> bool {
+    true
+}
+
 /// x86_64: `struct pt_regs` word order (the names of `%REG`, as the
 /// kernel's `regs_query_register_offset()` knows them).
 pub const EVENT_REGS: &[(&str, u16)] = &[

@@ -35,6 +35,10 @@ pub trait KretprobeHandler: Send + Sync + Sized + 'static {
     /// Runs when a tracked call returns, with what [`Self::entry`] stored;
     /// [`Regs::return_value`] is the return value (and can be changed).
     fn ret(&self, data: Self::Data, info: &ReturnInfo, regs: &mut Regs);
+
+    /// Whether [`Self::entry`] needs every register
+    /// ([`KprobeHandler::FULL_REGS`]).
+    const FULL_REGS: bool = false;
 }
 
 /// A registered return probe with its handler state `H`; dropping it
@@ -132,6 +136,9 @@ impl<H: KretprobeHandler> Kretprobe<H> {
         let this = unsafe { Pin::get_unchecked_mut(b.as_mut()) };
         let raw = this.raw.get_mut();
         target.fill(&mut raw.kp);
+        if H::FULL_REGS {
+            raw.kp.flags |= KP_FLAG_FULL_REGS;
+        }
         raw.entry_handler = Some(kret_entry::<H>);
         raw.handler = Some(kret_ret::<H>);
         raw.data_size = core::mem::size_of::<H::Data>();

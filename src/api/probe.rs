@@ -163,6 +163,13 @@ pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// Whether [`Self::fault`] is wanted (it also prevents boosting).
     const FAULT_HANDLER: bool = false;
 
+    /// Whether the handlers need every register at a function's entry
+    /// (`KP_FLAG_FULL_REGS`). arm64 serves an entry through ftrace with
+    /// x0-x8, fp, lr, sp and pc valid (the others read 0, and a change to
+    /// them is not given back); with this it takes a breakpoint past the
+    /// patchable entry instead. x86_64 has every register on both paths.
+    const FULL_REGS: bool = false;
+
     /// Trap `trapnr` (`X86_TRAP_*`) in the probed instruction while it ran
     /// out of line (`regs` at the probed instruction), or in [`Self::pre`] /
     /// [`Self::post`] (`regs` of the handler's own context); only if
@@ -263,6 +270,9 @@ impl<H: KprobeHandler> Kprobe<H> {
         }
         if H::FAULT_HANDLER {
             raw.fault_handler = Some(kprobe_fault::<H>);
+        }
+        if H::FULL_REGS {
+            raw.flags |= KP_FLAG_FULL_REGS;
         }
         // The engine's pointer covers the whole object (the trampolines
         // reach `handler` through it): `probe` is its first field.

@@ -332,6 +332,15 @@ pub(super) fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
         }
         ep::Location::Address(a) => kp.addr = a as usize as *mut c_void,
     }
+    // A register an entry served by ftrace does not have (arm64): the
+    // breakpoint path instead.
+    let partial = |op: &ep::Op<'_>| matches!(op, ep::Op::Reg(w) if !crate::arch::event_regs::valid_at_ftrace_entry(*w));
+    if !ev.is_return
+        && d.args()
+            .any(|a| a.is_ok_and(|a| a.program().iter().any(partial)))
+    {
+        kp.flags |= crate::abi::KP_FLAG_FULL_REGS;
+    }
     let r = if ev.is_return {
         ev.rp.handler = Some(on_return);
         // SAFETY: `ev` is boxed and stays registered until `remove`.

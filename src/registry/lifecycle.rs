@@ -7,7 +7,8 @@
 
 use super::*;
 use crate::abi::{
-    KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_GONE, KP_FLAG_OPTIMIZED, KP_FLAG_REGISTERED,
+    KpKprobe, KP_FLAG_DISABLED, KP_FLAG_FTRACE, KP_FLAG_FULL_REGS, KP_FLAG_GONE, KP_FLAG_OPTIMIZED,
+    KP_FLAG_REGISTERED,
 };
 use crate::arch;
 use crate::arch::{Entries, Insns, OptPoint};
@@ -412,7 +413,7 @@ pub(super) fn register(p: &mut KpKprobe, kret: bool) -> Result {
     check_new(&g, p)?;
     // Leftovers of an earlier registration, as the kernel clears them.
     // SAFETY: `p` is live (not registered, checked above).
-    unsafe { update_flags(p, 0, !KP_FLAG_DISABLED) };
+    unsafe { update_flags(p, 0, !(KP_FLAG_DISABLED | KP_FLAG_FULL_REGS)) };
     p.nmissed = 0;
     let (addr, ftrace, sym) = resolve(&g, p)?;
     register_locked(&g, p, addr, ftrace, &sym, kret)
