@@ -374,29 +374,62 @@ static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
 #elif defined(CONFIG_DYNAMIC_FTRACE_WITH_ARGS)
 /*
  * Only the argument registers at the site (arm64 of 6.12: ftrace_regs holds
- * x0-x8, fp, lr, sp and pc). The handlers get a pt_regs the arch builds
- * from them (kp_arch_fregs_to_regs(), which says which registers are valid) and what they
- * change of those goes back; a probe whose handlers need every register
- * (KP_FLAG_FULL_REGS) takes the breakpoint past the patchable entry.
+ * x0-x8, fp, lr, sp and pc). The handlers get a pt_regs the arch fills
+ * from them (kp_arch_fregs_to_regs(), which says which registers are
+ * valid; the others read 0) and what they change of those goes back; a
+ * probe whose handlers need every register (KP_FLAG_FULL_REGS) takes the
+ * breakpoint past the patchable entry instead.
+ *
+ * The pt_regs are per CPU and per nesting level (interrupts are off while
+ * one is in use, so only an NMI nests), zero but for what each hit fills
+ * in: writing a whole pt_regs on every hit cost as much as the rest of the
+ * hit under QEMU's TCG.
  */
 #define KP_FTRACE_ENTRIES 1
 #define KP_ENTRY_OPS_FLAGS 0
+#define KP_ENTRY_REGS_NEST 4
+
+static DEFINE_PER_CPU(struct pt_regs, kp_entry_regs[KP_ENTRY_REGS_NEST]);
+static DEFINE_PER_CPU(unsigned int, kp_entry_nest);
+
+/* Deeper than the per-CPU pt_regs go (never seen): one on the stack. */
+static noinline void notrace kp_ftrace_hit_stack(unsigned long ip, struct ftrace_regs *fregs,
+						 unsigned long flags)
+{
+	struct pt_regs regs;
+
+	memset(&regs, 0, sizeof(regs));
+	kp_arch_fregs_to_regs(fregs, &regs, flags);
+	kp_ftrace_hit(ip, &regs);
+	kp_arch_regs_to_fregs(&regs, fregs);
+}
 
 static void notrace kp_ftrace_func(unsigned long ip, unsigned long parent_ip,
 				   struct ftrace_ops *ops,
 				   struct ftrace_regs *fregs)
 {
-	struct pt_regs regs;
 	unsigned long flags;
+	unsigned int nest;
 	int bit;
 
 	bit = ftrace_test_recursion_trylock(ip, parent_ip);
 	if (bit < 0)
 		return;
 	local_irq_save(flags);
-	kp_arch_fregs_to_regs(fregs, &regs, flags);
-	kp_ftrace_hit(ip, &regs);
-	kp_arch_regs_to_fregs(&regs, fregs);
+	/* Interrupts are off: only an NMI comes in between, and it gives back
+	 * what it took before this goes on (the plain per-CPU operations are
+	 * enough, and cheaper than the atomic ones). */
+	nest = __this_cpu_inc_return(kp_entry_nest) - 1;
+	if (likely(nest < KP_ENTRY_REGS_NEST)) {
+		struct pt_regs *regs = this_cpu_ptr(&kp_entry_regs[nest]);
+
+		kp_arch_fregs_to_regs(fregs, regs, flags);
+		kp_ftrace_hit(ip, regs);
+		kp_arch_regs_to_fregs(regs, fregs);
+	} else {
+		kp_ftrace_hit_stack(ip, fregs, flags);
+	}
+	__this_cpu_dec(kp_entry_nest);
 	local_irq_restore(flags);
 	ftrace_test_recursion_unlock(bit);
 }

@@ -14,9 +14,13 @@
 //! return with a new instruction pointer redirects execution, the post
 //! handler sees it past the site's 5-byte call.
 //!
-//! arm64 of 6.12 has no `DYNAMIC_FTRACE_WITH_REGS`: entries there keep the
-//! breakpoint path past the patchable entry. `/sys/kernel/debug/kp/ftrace`
-//! (write 0/1) turns the path off for new probes (benchmarks, debugging).
+//! arm64 of 6.12 has no `DYNAMIC_FTRACE_WITH_REGS`, only `_WITH_ARGS`: the
+//! shared `ftrace_ops` serves entries there (no direct calls), and the
+//! handlers get a `pt_regs` with the registers ftrace saved (x0-x8, fp, lr,
+//! sp, pc; the rest 0); a probe that needs every register
+//! (`KP_FLAG_FULL_REGS`) keeps the breakpoint path past the patchable
+//! entry. `/sys/kernel/debug/kp/ftrace` (write 0/1) turns the path off for
+//! new probes (benchmarks, debugging).
 
 use crate::arch::Entries;
 use core::sync::atomic::{AtomicBool, Ordering};

@@ -130,13 +130,15 @@ bool kp_x86_fault(struct pt_regs *regs, int trapnr);
 
 /* arch/arm64/helpers.c */
 /* Arches whose ftrace sites save only argument registers
- * (DYNAMIC_FTRACE_WITH_ARGS without _REGS): the handlers' pt_regs from the
- * site's ftrace_regs, with interrupts saved as flags, and what goes back. */
+ * (DYNAMIC_FTRACE_WITH_ARGS without _REGS): the handlers' pt_regs (zero
+ * where ftrace saved nothing) filled from the site's ftrace_regs, with
+ * interrupts saved as flags, and what goes back (zeroing again what the
+ * handlers set that cannot). */
 struct ftrace_regs;
 struct pt_regs;
 void kp_arch_fregs_to_regs(struct ftrace_regs *fregs, struct pt_regs *regs,
 			   unsigned long flags);
-void kp_arch_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs);
+void kp_arch_regs_to_fregs(struct pt_regs *regs, struct ftrace_regs *fregs);
 
 int kp_helper_arm64_brk_hook_init(void);
 void kp_helper_arm64_brk_hook_exit(void);

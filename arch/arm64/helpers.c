@@ -61,18 +61,21 @@ static struct ftrace_ops kp_brk_ops = {
  * the site: the function's first own instruction; the hit path shows the
  * pre handler the site), pstate (EL1h; the interrupt mask, or under
  * pseudo-NMIs the priority mask in pmr_save, as interrupts were). The rest
- * read 0: ftrace saves none of them, x9 holds the copy of lr the patchable
+ * read 0 (regs comes zeroed, and kp_arch_regs_to_fregs() keeps x9-x28
+ * so): ftrace saves none of them, x9 holds the copy of lr the patchable
  * entry made, x10-x17 are dead at a call, and x18-x28 belong to the caller
- * (what the same registers of a BRK would show; KP_FLAG_FULL_REGS takes
- * that path). As fprobe's pt_regs on arm64, plus pstate.
+ * (KP_FLAG_FULL_REGS takes the BRK, which has them all). As fprobe's
+ * pt_regs on arm64, plus pstate. Word by word: the out-of-line memcpy()
+ * cost more than the copy under TCG.
  */
 void notrace kp_arch_fregs_to_regs(struct ftrace_regs *fregs, struct pt_regs *regs,
 				   unsigned long flags)
 {
 	struct __arch_ftrace_regs *a = arch_ftrace_regs(fregs);
+	int i;
 
-	memset(regs, 0, sizeof(*regs));
-	memcpy(regs->regs, a->regs, sizeof(a->regs));
+	for (i = 0; i < ARRAY_SIZE(a->regs); i++)
+		regs->regs[i] = a->regs[i];
 	regs->regs[29] = a->fp;
 	regs->regs[30] = a->lr;
 	regs->sp = a->sp;
@@ -87,28 +90,37 @@ void notrace kp_arch_fregs_to_regs(struct ftrace_regs *fregs, struct pt_regs *re
 /*
  * What goes back to ftrace_caller, which restores x0-x8, fp and lr and
  * returns to pc (the stack pointer it restores itself). A handler's change
- * to another register cannot be honoured there: said once.
+ * to another register cannot be honoured there: said once, and x9-x28 are
+ * zeroed again for the next hit.
  */
-void notrace kp_arch_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs)
+void notrace kp_arch_regs_to_fregs(struct pt_regs *regs, struct ftrace_regs *fregs)
 {
 	struct __arch_ftrace_regs *a = arch_ftrace_regs(fregs);
 	static bool said;
+	unsigned long others = 0;
 	int i;
 
-	memcpy(a->regs, regs->regs, sizeof(a->regs));
+	for (i = 0; i < ARRAY_SIZE(a->regs); i++)
+		a->regs[i] = regs->regs[i];
+	for (; i < 29; i++)
+		others |= regs->regs[i];
 	a->fp = regs->regs[29];
 	a->lr = regs->regs[30];
 	a->pc = regs->pc;
-	for (i = ARRAY_SIZE(a->regs); i < 29 && !regs->regs[i]; i++)
-		;
-	if ((i < 29 || regs->sp != a->sp) && !READ_ONCE(said)) {
-		WRITE_ONCE(said, true);
-		if (i < 29)
+	if (likely(!others && regs->sp == a->sp))
+		return;
+	for (i = ARRAY_SIZE(a->regs); i < 29; i++) {
+		if (regs->regs[i] && !READ_ONCE(said)) {
+			WRITE_ONCE(said, true);
 			pr_warn("kprobes: a handler at the ftrace site %pS set x%d, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
 				(void *)(a->pc - AARCH64_INSN_SIZE), i);
-		else
-			pr_warn("kprobes: a handler at the ftrace site %pS moved sp, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
-				(void *)(a->pc - AARCH64_INSN_SIZE));
+		}
+		regs->regs[i] = 0;
+	}
+	if (regs->sp != a->sp && !READ_ONCE(said)) {
+		WRITE_ONCE(said, true);
+		pr_warn("kprobes: a handler at the ftrace site %pS moved sp, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
+			(void *)(a->pc - AARCH64_INSN_SIZE));
 	}
 }
 
