@@ -447,6 +447,10 @@ fn read_words<const N: usize>(at: usize) -> Option<[u32; N]> {
     (r == 0).then_some(w)
 }
 
+/// Where a function's ftrace site can be: its first three instructions
+/// (`bti c`, `mov x9, x30`, then the site).
+const FTRACE_ENTRY_SPAN: usize = 12;
+
 impl Entries for Arch {
     /// The site is the patchable entry's second instruction (`bl
     /// ftrace_caller` when armed); the pre handler sees pc at it, as at a
@@ -470,6 +474,12 @@ impl Entries for Arch {
     /// stack push: a kretprobe's new return address is the one signed and
     /// pushed.
     fn entry_probe_address(start: usize, size: usize) -> usize {
+        // ftrace knows its site even under someone else's BRK.
+        if let Some(site) = Self::ftrace_entry_site(start, size) {
+            if site + 4 - start < size {
+                return site + 4;
+            }
+        }
         let Ok(first) = read_insn(start) else {
             return start;
         };
@@ -492,15 +502,13 @@ impl Entries for Arch {
     /// A function's ftrace call site (past `bti c`, the `mov x9, x30`
     /// before it), if it has one: entry probes there are served by the
     /// engine's `ftrace_ops` (`src/ftrace.c`) without a BRK.
+    /// Asked of ftrace, not decoded: someone else's BRK may sit on the
+    /// `bti c` (the kernel's kprobe on the symbol, on a BTI kernel).
     fn ftrace_entry_site(start: usize, size: usize) -> Option<usize> {
-        let first = read_insn(start).ok()?;
-        let at = if first == BTI_C || first == BTI_JC {
-            start + 4
-        } else {
-            start
-        };
-        let site = at + 4;
-        (site - start < size && crate::symbols::is_ftrace_site(site)).then_some(site)
+        let last = start
+            .checked_add(size.min(FTRACE_ENTRY_SPAN))?
+            .checked_sub(1)?;
+        crate::symbols::ftrace_location_range(start, last).filter(|&s| s != 0 && s - start < size)
     }
 
     /// An inert instruction record for a point served by ftrace.

@@ -97,8 +97,20 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
             }
             dyn_at += n;
         } else {
-            let v = fetch_value(a, hit).to_ne_bytes();
-            field.copy_from_slice(&v[..a.size]);
+            // One store per field: a copy of a length known only at run
+            // time is an out-of-line memcpy(), `rep movsb` on x86_64,
+            // which QEMU's TCG runs byte by byte (a third of a 3-argument
+            // event's cost there).
+            let v = fetch_value(a, hit);
+            if let Ok(f) = <&mut [u8; 8]>::try_from(&mut *field) {
+                *f = v.to_ne_bytes();
+            } else if let Ok(f) = <&mut [u8; 4]>::try_from(&mut *field) {
+                *f = (v as u32).to_ne_bytes();
+            } else if let Ok(f) = <&mut [u8; 2]>::try_from(&mut *field) {
+                *f = (v as u16).to_ne_bytes();
+            } else if let Some(f) = field.first_mut() {
+                *f = v as u8;
+            }
         }
     }
 }
