@@ -32,7 +32,8 @@ typedef void (*kp_post_handler_t)(struct kp_kprobe *, struct pt_regs *,
  * changed (a fix of memory) is a retry; after 8 such in a row on a CPU the
  * trap goes to the kernel instead of faulting for ever. x86_64: #GP and the traps
  * that reach notify_die(DIE_TRAP) (#DE, #BR, #SS, #NP, ...); page faults
- * reach no notifier. arm64: never called (no hook: a fault goes to die()). */
+ * reach no notifier. arm64: data and instruction aborts (trapnr: the exception
+ * class, 0x25 for a data abort at EL1), through a hook on do_mem_abort(). */
 typedef int (*kp_fault_handler_t)(struct kp_kprobe *, struct pt_regs *,
 				  int trapnr);
 

@@ -299,9 +299,6 @@ fn step(cpu: Cpu, mut f: Frame, regs: &mut bindings::pt_regs) {
 ///   in the handler's context (the kernel's kprobes did the same); unhandled,
 ///   it is the kernel's (an oops, after which this CPU's hit state stays busy).
 /// - A fault inside a fault handler is never offered again.
-// arm64 has no trap hook that reaches a module before die() (see
-// `arch/arm64/mod.rs` `in_copy`).
-#[cfg_attr(CONFIG_ARM64, allow(dead_code))]
 pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
     // SAFETY: trap context, interrupts off.
     let cpu = unsafe { Cpu::this() };
@@ -357,6 +354,15 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
         // A fault handler faulted, or anything else: the kernel's.
         _ => false,
     }
+}
+
+/// Whether this CPU is inside a hit (handlers, a step): the only time a
+/// fault may be a probe's. Interrupts off.
+// Only arm64's abort hook asks first (x86_64's notifier goes straight on).
+#[cfg_attr(CONFIG_X86_64, allow(dead_code))]
+pub(crate) fn in_hit() -> bool {
+    // SAFETY: interrupts are off (the caller's contract).
+    unsafe { Cpu::this() }.depth() > 0
 }
 
 /// Faults in a row a handler may claim to fix without changing a register.

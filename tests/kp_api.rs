@@ -522,8 +522,8 @@ impl kp::KprobeHandler for FaultFixer {
 /// The fault handler runs for a #DE and a #GP raised by the displaced copy
 /// (x86_64: DIE_TRAP and DIE_GPF), fixes the registers, and execution goes
 /// on after the instruction; without a fault the handler does not run.
-/// Runs in the x86_64-only suite `kp_x86_emu` (arm64 has no hook that
-/// reports a fault in the copy to a module).
+/// Runs in the x86_64-only suite `kp_x86_emu` (arm64's case, a data
+/// abort, is `kp_arm64_sim.arm64_fault_handler`).
 #[cfg(CONFIG_X86_64)]
 pub(crate) fn api_fault_handler(t: &mut Test) {
     use crate::targets::{kp_kunit_div, kp_kunit_load};

@@ -1135,7 +1135,13 @@ fn kret_shadow_trace_from_inside(t: &mut Test) {
         "shadow_gated_caller",
     ) || crate::util::trace_has(shown, "kret_shadow_trace_from_inside");
     kp_expect!(t, to_caller, "the real caller is not in the trace");
-    kp_expect!(t, !crate::util::trace_has(shown, "return_to_handler"));
+    // The "guess" unwinder (the plain x86_64 kernel) reports every text
+    // address on the stack, stale copies of `return_to_handler` in spilled
+    // registers included (the hijacked slot itself it translates); the
+    // unwinders that walk frames must not show it.
+    if !cfg!(CONFIG_UNWINDER_GUESS) {
+        kp_expect!(t, !crate::util::trace_has(shown, "return_to_handler"));
+    }
 }
 
 /// A return-probed function of a module on the shadow stack, the module

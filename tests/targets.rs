@@ -136,6 +136,29 @@ pub(crate) fn kp_kunit_div_mem(a: u64, d: *const u64) -> (u64, usize) {
     (q, at)
 }
 
+/// Loads the word at `p` into x0 with one `ldr` (a data abort for an
+/// unmapped `p`), and that instruction's address, for the fault-handler
+/// case.
+#[cfg(CONFIG_ARM64)]
+#[inline(never)]
+pub(crate) fn kp_kunit_load(p: usize) -> (u64, usize) {
+    let (v, at): (u64, usize);
+    // SAFETY: callers pass a readable address, or an unmapped one whose
+    // abort the callers' probe handles.
+    unsafe {
+        core::arch::asm!(
+            "adr {at}, 2f",
+            "2:",
+            "ldr x0, [{p}]",
+            p = in(reg) p,
+            at = out(reg) at,
+            out("x0") v,
+            options(nostack, readonly),
+        )
+    };
+    (v, at)
+}
+
 /// Loads the word at `p` with one `mov` (#GP for a non-canonical `p`), and
 /// that instruction's address, for the fault-handler cases.
 #[cfg(CONFIG_X86_64)]

@@ -96,6 +96,8 @@ void notrace kp_arch_fregs_to_regs(struct ftrace_regs *fregs, struct pt_regs *re
 void notrace kp_arch_regs_to_fregs(struct pt_regs *regs, struct ftrace_regs *fregs)
 {
 	struct __arch_ftrace_regs *a = arch_ftrace_regs(fregs);
+	/* The site, before pc takes a handler's redirect. */
+	void *site = (void *)(a->pc - AARCH64_INSN_SIZE);
 	static bool said;
 	unsigned long others = 0;
 	int i;
@@ -113,16 +115,56 @@ void notrace kp_arch_regs_to_fregs(struct pt_regs *regs, struct ftrace_regs *fre
 		if (regs->regs[i] && !READ_ONCE(said)) {
 			WRITE_ONCE(said, true);
 			pr_warn("kprobes: a handler at the ftrace site %pS set x%d, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
-				(void *)(a->pc - AARCH64_INSN_SIZE), i);
+				site, i);
 		}
 		regs->regs[i] = 0;
 	}
 	if (regs->sp != a->sp && !READ_ONCE(said)) {
 		WRITE_ONCE(said, true);
 		pr_warn("kprobes: a handler at the ftrace site %pS moved sp, which the ftrace path cannot give back (KP_FLAG_FULL_REGS probes take a breakpoint)\n",
-			(void *)(a->pc - AARCH64_INSN_SIZE));
+			site);
 	}
 }
+
+/*
+ * Faults: do_mem_abort(far, esr, regs) takes every data and instruction
+ * abort, and is ftrace-able as do_el1_brk64 is. A kernel-mode abort taken
+ * with interrupts masked (the engine's stepped copies run with DAIF masked,
+ * its handlers with interrupts off) goes to the engine first
+ * (kp_arm64_fault(), arch/arm64/trap.rs): a fault in a stepped copy or in a
+ * pre or post handler is offered to the probes' fault handlers, and one
+ * they fixed never reaches the kernel's handling. Every other abort (user
+ * mode, interrupts on: page faults in general) costs the call and two
+ * tests. Without the hook (its registration failed) fault handlers are not
+ * called, as before.
+ */
+bool kp_arm64_fault(unsigned long esr, struct pt_regs *regs);
+
+/* Returns straight to do_mem_abort()'s caller. */
+static notrace void kp_arm64_abort_skip(unsigned long far, unsigned long esr,
+					struct pt_regs *regs)
+{
+}
+
+static notrace void kp_arm64_abort_ftrace(unsigned long ip, unsigned long parent_ip,
+					  struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	unsigned long esr = ftrace_regs_get_argument(fregs, 1);
+	struct pt_regs *regs = (struct pt_regs *)ftrace_regs_get_argument(fregs, 2);
+
+	if (user_mode(regs) || (!(regs->pstate & PSR_I_BIT) && !irqs_disabled()))
+		return;
+	if (kp_arm64_fault(esr, regs))
+		ftrace_regs_set_instruction_pointer(fregs, (unsigned long)kp_arm64_abort_skip);
+}
+
+static struct ftrace_ops kp_abort_ops = {
+	.func = kp_arm64_abort_ftrace,
+	/* As kp_brk_ops, without PERMANENT: without it faults go to the
+	 * kernel as before, nothing breaks. */
+	.flags = FTRACE_OPS_FL_IPMODIFY,
+};
+static bool kp_abort_hooked;
 
 int kp_helper_arm64_brk_hook_init(void)
 {
@@ -131,7 +173,17 @@ int kp_helper_arm64_brk_hook_init(void)
 	ret = ftrace_set_filter(&kp_brk_ops, "do_el1_brk64", strlen("do_el1_brk64"), 1);
 	if (ret)
 		return ret;
-	return register_ftrace_function(&kp_brk_ops);
+	ret = register_ftrace_function(&kp_brk_ops);
+	if (ret)
+		return ret;
+	ret = ftrace_set_filter(&kp_abort_ops, "do_mem_abort", strlen("do_mem_abort"), 1);
+	if (!ret)
+		ret = register_ftrace_function(&kp_abort_ops);
+	if (ret)
+		pr_warn("kprobes: cannot hook do_mem_abort (%d): fault handlers will not be called\n",
+			ret);
+	kp_abort_hooked = !ret;
+	return 0;
 }
 
 void kp_helper_arm64_brk_hook_exit(void)
@@ -140,8 +192,17 @@ void kp_helper_arm64_brk_hook_exit(void)
 	int ret;
 
 	/* Fails only when ftrace is broken (-ENODEV); the hook would then
-	 * call into this module's freed text at the next kernel BRK: the
-	 * unload waits, retrying, rather than leave. */
+	 * call into this module's freed text at the next kernel BRK (or
+	 * abort): the unload waits, retrying, rather than leave. */
+	while (kp_abort_hooked && (ret = unregister_ftrace_function(&kp_abort_ops))) {
+		if (!(tries++ % 60))
+			pr_err("kprobes: cannot unhook do_mem_abort while unloading: %d; retrying\n",
+			       ret);
+		msleep_interruptible(1000);
+	}
+	kp_abort_hooked = false;
+	ftrace_free_filter(&kp_abort_ops);
+	tries = 0;
 	while ((ret = unregister_ftrace_function(&kp_brk_ops))) {
 		if (!(tries++ % 60))
 			pr_err("kprobes: cannot unhook do_el1_brk64 while unloading: %d; retrying\n",

@@ -19,8 +19,9 @@
 //! on the host against an arm64 disassembler and the kernel's own rules.
 //! Text is patched under `stop_machine()` with cache maintenance ([`patch`]).
 //!
-//! Not here: fault handling inside the copy (no hook reaches a module before
-//! `die()`).
+//! Faults: an ftrace_ops on `do_mem_abort()` (`helpers.c`,
+//! [`trap::kp_arm64_fault`]) offers aborts in a stepped copy or in a
+//! handler to the probes' fault handlers.
 
 /// Assembly text that stores (`"stp", "str"`) or loads (`"ldp", "ldr"`)
 /// x2..x30 in the `struct pt_regs` at sp, for the trampolines of
@@ -338,9 +339,8 @@ impl Steps for Arch {
         regs::set_ip(regs, insn.slot);
     }
 
-    /// Whether `pc` is `insn`'s out-of-line copy (a fault while stepping). The
-    /// arm64 kernel has no hook that would report such a fault to a module
-    /// before `die()`, so nothing calls this yet (see `hit::on_fault`).
+    /// Whether `pc` is `insn`'s out-of-line copy (a fault while stepping,
+    /// reported by the `do_mem_abort()` hook: `trap::kp_arm64_fault`).
     fn in_copy(pc: usize, insn: &ArchInsn) -> bool {
         insn.slot != 0 && (pc == insn.slot || pc == insn.slot + BOOST_OFF)
     }
@@ -447,6 +447,25 @@ fn read_words<const N: usize>(at: usize) -> Option<[u32; N]> {
     (r == 0).then_some(w)
 }
 
+// A pre handler's "return to the caller" at an entry served by ftrace
+// resumes here (`ftrace_fixup_redirect`): `ret` returns through x30 as the
+// last ftrace callback left it. (Reached by ftrace_caller's `ret x9`: a RET
+// is not a BTI branch, no landing pad needed.)
+core::arch::global_asm!(
+    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".globl kp_arm64_return_stub",
+    ".type kp_arm64_return_stub, %function",
+    ".balign 4",
+    "kp_arm64_return_stub:",
+    "ret",
+    ".size kp_arm64_return_stub, . - kp_arm64_return_stub",
+    ".popsection",
+);
+
+extern "C" {
+    fn kp_arm64_return_stub();
+}
+
 /// Where a function's ftrace site can be: its first three instructions
 /// (`bti c`, `mov x9, x30`, then the site).
 const FTRACE_ENTRY_SPAN: usize = 12;
@@ -524,11 +543,19 @@ impl Entries for Arch {
     /// After a pre handler on the ftrace path redirected execution: ftrace
     /// takes the new pc (and x0-x8, fp, lr) but restores the stack pointer
     /// itself. At an entry nothing is on the stack yet, so the usual
-    /// redirect, "return to the caller" (pc = lr), needs no stack change; a
-    /// redirect that also moved the stack pointer is undone whole (false;
-    /// the function then runs normally).
+    /// redirect, "return to the caller" (pc = lr), needs no stack change;
+    /// it becomes a `ret` stub's, which returns through x30 as the last
+    /// ftrace callback leaves it: the function graph tracer, whose callback
+    /// may run after the engine's, hijacks the function's return through
+    /// lr, and a jump straight to the caller would leave its frame on the
+    /// task's shadow stack (its next return would find the wrong frame and
+    /// panic). A redirect that also moved the stack pointer is undone whole
+    /// (false; the function then runs normally).
     fn ftrace_fixup_redirect(regs: &mut bindings::pt_regs, orig_sp: usize, orig_ip: usize) -> bool {
         if regs::sp(regs) == orig_sp {
+            if Some(regs::ip(regs)) == regs::x(regs, 30) {
+                regs::set_ip(regs, kp_arm64_return_stub as *const () as usize);
+            }
             return true;
         }
         regs::set_sp(regs, orig_sp);

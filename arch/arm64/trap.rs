@@ -8,7 +8,8 @@
     clippy::panic
 )]
 //! Trap entry: kernel BRKs, seen first through an ftrace_ops on
-//! `do_el1_brk64(esr, regs)` (see `helpers.c` for why). For a BRK with our
+//! `do_el1_brk64(esr, regs)` (see `helpers.c` for why), and kernel aborts
+//! through one on `do_mem_abort(far, esr, regs)` (fault handlers). For a BRK with our
 //! immediate at one of our addresses we run the engine and return true; the
 //! C glue then skips the kernel's dispatcher. `regs->pc` is the BRK itself
 //! (a BRK does not advance the PC); the exception returns to whatever
@@ -22,6 +23,32 @@ use kernel::prelude::*;
 extern "C" {
     fn kp_helper_arm64_brk_hook_init() -> kernel::ffi::c_int;
     fn kp_helper_arm64_brk_hook_exit();
+}
+
+/// Called for a kernel-mode abort taken with interrupts masked, before the
+/// kernel's `do_mem_abort()` handles it (`helpers.c`). A fault in one of the
+/// engine's stepped copies, or in a pre or post handler, goes to the probes'
+/// fault handlers (`hit::on_fault`) with the exception class (`ESR_ELx.EC`,
+/// 0x25 for a data abort at EL1) as the trap number; true: they fixed it and
+/// the kernel's handling is skipped. Faults at an instruction with an
+/// exception-table fixup (the nofault readers, user access) stay the
+/// kernel's, as do faults in boosted copies (the hit is over when they run,
+/// as on x86_64).
+///
+/// # Safety
+///
+/// `regs` is the exception frame of the current CPU; interrupts masked.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_arm64_fault(esr: usize, regs: *mut bindings::pt_regs) -> bool {
+    if !hit::in_hit() {
+        return false;
+    }
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
+    if crate::symbols::has_extable_entry(regs::ip(regs)) {
+        return false;
+    }
+    hit::on_fault(regs, ((esr >> 26) & 0x3f) as i32)
 }
 
 /// Called for every kernel BRK before the kernel's dispatcher. Returns

@@ -181,7 +181,9 @@ pub trait KprobeHandler: Send + Sync + Sized + 'static {
     /// retry; after 8 such in a row on a CPU the trap goes to the kernel
     /// instead of faulting for ever. x86_64: #GP and the traps that reach
     /// `notify_die(DIE_TRAP)`; page faults reach no hook a module can use.
-    /// arm64: never called (a fault there goes straight to `die()`).
+    /// arm64: data and instruction aborts (`trapnr`: the exception class,
+    /// 0x25 for a data abort at EL1), through the engine's hook on
+    /// `do_mem_abort()`.
     fn fault(&self, _probe: &Probe, _regs: &mut Regs, _trapnr: i32) -> Option<Fixed> {
         None
     }
