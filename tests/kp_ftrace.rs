@@ -196,6 +196,45 @@ fn ftrace_entry_stack_trace(t: &mut Test) {
     );
 }
 
+/// A pre handler's return-to-caller at an entry while the function graph
+/// tracer traces the function, the tracer there first (so that on arm64 its
+/// ftrace callback runs after the engine's and hijacks the return through
+/// lr after the handler decided to return): the call returns the handler's
+/// value, and the tracer's shadow stack stays balanced (an unbalanced one
+/// panics at the next traced return), checked by calls after.
+fn ftrace_entry_redirect_under_function_graph(t: &mut Test) {
+    let want = call(OURS);
+    let sh = |cmd: &core::ffi::CStr| crate::util::run(c"/bin/sh", &[c"-c", cmd]);
+    let on = sh(c"cd /sys/kernel/tracing && echo jiffies_to_msecs >set_graph_function && echo function_graph >current_tracer");
+    if on != 0 {
+        // The KTAP skip says why (no function graph tracer in this kernel).
+        t.skip("the function graph tracer cannot be enabled");
+        sh(c"cd /sys/kernel/tracing && echo >set_graph_function");
+        return;
+    }
+    kp::ftrace_release();
+    match kp::Kprobe::register(Target::Symbol(c"jiffies_to_msecs"), entry(true)) {
+        Ok(p) => {
+            for _ in 0..4 {
+                kp_expect_eq!(t, call(OURS), 7);
+            }
+            kp_expect_eq!(t, p.handler().pre.load(Ordering::SeqCst), 4);
+            drop(p);
+        }
+        Err(e) => kp_expect!(t, false, "register: {:?}", e),
+    }
+    // Traced returns after: the shadow stack is as it was.
+    for _ in 0..4 {
+        kp_expect_eq!(t, call(OURS), want);
+    }
+    kp_expect_eq!(
+        t,
+        sh(c"cd /sys/kernel/tracing && echo nop >current_tracer && echo >set_graph_function"),
+        0
+    );
+    kp::ftrace_release();
+}
+
 /// Reads the argument, the return address and (arm64) x19 at the entry,
 /// and changes the argument to 77.
 struct ArgChanger<const FULL: bool> {
@@ -625,6 +664,7 @@ kunit_suite!(
     [
         ftrace_entry_pre_post,
         ftrace_entry_redirect,
+        ftrace_entry_redirect_under_function_graph,
         ftrace_entry_stack_trace,
         ftrace_entry_registers,
         ftrace_entry_kretprobe_and_aggregate,
