@@ -562,6 +562,8 @@ run_oops() {
 # level: the engine's BRK hook must still see every BRK, a nested one (the
 # example's pre handler prints, and vprintk_emit carries an event) too.
 brk_shared() {
+	# Breakpoints wanted: function entries would take ftrace.
+	echo 0 >$KP/ftrace
 	echo do_el1_brk64 >$T/set_ftrace_filter || return 1
 	echo function >$T/current_tracer || return 1
 	echo >$T/trace
@@ -579,6 +581,7 @@ brk_shared() {
 	rmmod kprobe_example
 	echo nop >$T/current_tracer
 	echo >$T/set_ftrace_filter
+	echo 1 >$KP/ftrace
 	[ $r = 0 ] || { echo "brk_shared: no event on vprintk_emit"; return 1; }
 	# Hits of the example, traced BRKs, a hit of the event (the write to
 	# /dev/kmsg) and nested ones (missed: inside the example's handler).

@@ -71,8 +71,11 @@ static void KP_KCALL notrace kp_graph_retfunc(struct ftrace_graph_ret *trace,
 {
 	unsigned long flags;
 	int size = 0;
-	void *data = KP_FN(fgraph_retrieve_data, kp_fn_retrieve)(gops->idx, &size);
+	void *data;
 
+	/* Only frames kp_graph_push() reserved a record in come here. */
+	current->curr_ret_depth++;
+	data = KP_FN(fgraph_retrieve_data, kp_fn_retrieve)(gops->idx, &size);
 	if (!data)
 		return;
 	local_irq_save(flags);
@@ -142,6 +145,18 @@ KP_KCALL notrace int kp_graph_push(struct kp_graph_push *p, unsigned long ret,
 	p->record = NULL;
 	r = KP_FN(function_graph_enter, kp_fn_enter)(ret, kp_proxy_site, fp, retp);
 	this_cpu_write(kp_graph_pending, outer);
+	/*
+	 * The engine's frame does not count in the task's graph depth (given
+	 * back in kp_graph_retfunc(), before fgraph's own decrement): other
+	 * graph users see the depths they would see without it. The function
+	 * graph tracer's max_graph_depth counts it otherwise, and on arm64,
+	 * where the engine's entry callback may run before the tracer's, the
+	 * tracer then ignored a graph function at max depth after marking the
+	 * task "inside" it, for good: it recorded everything the task did
+	 * after (kretprobe-under-function-graph never finished reading it).
+	 */
+	if (!r && p->record)
+		current->curr_ret_depth--;
 	/* 0 with no record: another graph user (one tracing every function)
 	 * took the frame and ours found no room; the frame is pushed all the
 	 * same and the return must go through return_to_handler. */

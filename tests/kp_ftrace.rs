@@ -235,6 +235,46 @@ fn ftrace_entry_redirect_under_function_graph(t: &mut Test) {
     kp::ftrace_release();
 }
 
+/// A return probe on a function the function graph tracer traces (the
+/// tracer there first): both hijack the return, each call's handler runs
+/// once with the real return value, and traced returns stay balanced.
+fn ftrace_kretprobe_under_function_graph(t: &mut Test) {
+    let sh = |cmd: &core::ffi::CStr| crate::util::run(c"/bin/sh", &[c"-c", cmd]);
+    let on = sh(c"cd /sys/kernel/tracing && echo jiffies_to_msecs >set_graph_function && echo 1 >max_graph_depth && echo function_graph >current_tracer");
+    if on != 0 {
+        t.skip("the function graph tracer cannot be enabled");
+        sh(c"cd /sys/kernel/tracing && echo >set_graph_function && echo 0 >max_graph_depth");
+        return;
+    }
+    let want = call(OURS);
+    kp::ftrace_release();
+    let ret = Ret {
+        returns: AtomicUsize::new(0),
+        value: AtomicUsize::new(usize::MAX),
+        ret_addr: AtomicUsize::new(0),
+    };
+    match kp::Kretprobe::register(Target::Symbol(c"jiffies_to_msecs"), ret) {
+        Ok(rp) => {
+            for _ in 0..4 {
+                kp_expect_eq!(t, call(OURS), want);
+            }
+            kp_expect_eq!(t, rp.handler().returns.load(Ordering::SeqCst), 4);
+            kp_expect_eq!(t, rp.handler().value.load(Ordering::SeqCst), want as usize);
+            drop(rp);
+        }
+        Err(e) => kp_expect!(t, false, "register: {:?}", e),
+    }
+    for _ in 0..4 {
+        kp_expect_eq!(t, call(OURS), want);
+    }
+    kp_expect_eq!(
+        t,
+        sh(c"cd /sys/kernel/tracing && echo nop >current_tracer && echo >set_graph_function && echo 0 >max_graph_depth"),
+        0
+    );
+    kp::ftrace_release();
+}
+
 /// Reads the argument, the return address and (arm64) x19 at the entry,
 /// and changes the argument to 77.
 struct ArgChanger<const FULL: bool> {
@@ -665,6 +705,7 @@ kunit_suite!(
         ftrace_entry_pre_post,
         ftrace_entry_redirect,
         ftrace_entry_redirect_under_function_graph,
+        ftrace_kretprobe_under_function_graph,
         ftrace_entry_stack_trace,
         ftrace_entry_registers,
         ftrace_entry_kretprobe_and_aggregate,
