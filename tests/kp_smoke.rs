@@ -337,6 +337,34 @@ fn smoke_static_call_trampolines(t: &mut Test) {
     }
 }
 
+/// arm64 kCFI kernels: the word before a function indirect calls reach is
+/// its type hash, which every such call reads and compares; kallsyms counts
+/// it in the symbol before. A probe there is refused (a BRK in its place
+/// failed the check of every call: a CFI oops, drawn by kp_mass on
+/// arm64-hardened, at `save_return_addr`, the stack walker's callback).
+/// The function's own entry still works.
+fn smoke_kcfi_type_hash(t: &mut Test) {
+    if !(cfg!(CONFIG_ARM64) && cfg!(CONFIG_CFI_CLANG)) {
+        t.skip("no kCFI type hash words before functions here (x86_64 refuses its __cfi_ preambles by name)");
+        return;
+    }
+    let f = kp::lookup_symbol(c"save_return_addr").map_or(0, |s| s.addr);
+    kp_expect!(t, f != 0, "save_return_addr not found");
+    if f == 0 {
+        return;
+    }
+    let mut p = KpKprobe::new();
+    p.addr = (f - 4) as *mut _;
+    let r = register(&mut p);
+    kp_expect_eq!(t, r, EINVAL, "the type hash at {:#x}", f - 4);
+    if r == 0 {
+        unregister(&mut p);
+    }
+    kp_expect!(t, crate::util::cleared(&p));
+    // A stack trace calls save_return_addr through a pointer (checked).
+    crate::util::Trace::new().take();
+}
+
 kunit_suite!(
     kp_smoke,
     "kp_smoke",
@@ -347,6 +375,7 @@ kunit_suite!(
         smoke_blacklist_covers_the_kernels,
         smoke_module_blacklist,
         smoke_resolved_calls_land,
-        smoke_static_call_trampolines
+        smoke_static_call_trampolines,
+        smoke_kcfi_type_hash
     ]
 );

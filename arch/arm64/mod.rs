@@ -222,6 +222,20 @@ impl Insns for Arch {
             pr_err!("arm64: {:#x} is not on an instruction boundary\n", addr);
             return Err(crate::errno::eilseq());
         }
+        // kCFI: the word before a function is its type hash, data that
+        // every indirect call to the function reads and compares
+        // (`ldur w16, [x, #-4]`); kallsyms counts it in the symbol before.
+        // A BRK there fails every such call's check (a CFI oops: kp_mass
+        // drew the hash of `save_return_addr` on arm64-hardened).
+        if cfg!(CONFIG_CFI_CLANG)
+            && crate::symbols::bounds(addr + 4).is_some_and(|b| b.start == addr + 4)
+        {
+            pr_err!(
+                "arm64: {:#x} is the kCFI type hash before a function, not code\n",
+                addr
+            );
+            return Err(EINVAL);
+        }
         let orig = read_insn(addr)?;
         let class = decode::classify(orig);
         if let Class::Reject(why) = class {
