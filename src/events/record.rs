@@ -99,8 +99,7 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
         } else {
             // One store per field: a copy of a length known only at run
             // time is an out-of-line memcpy(), `rep movsb` on x86_64,
-            // which QEMU's TCG runs byte by byte (a third of a 3-argument
-            // event's cost there).
+            // which QEMU's TCG runs byte by byte.
             let v = fetch_value(a, hit);
             if let Ok(f) = <&mut [u8; 8]>::try_from(&mut *field) {
                 *f = v.to_ne_bytes();
