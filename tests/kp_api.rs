@@ -486,18 +486,16 @@ fn api_symbols_and_decoding(t: &mut Test) {
     }
 }
 
-/// Fixes a faulting instruction: records the trap, puts `value` in rax and
-/// resumes after the instruction.
-#[cfg(CONFIG_X86_64)]
-struct FaultFixer {
-    pre: AtomicUsize,
-    faults: AtomicUsize,
-    trapnr: AtomicUsize,
-    len: usize,
-    value: usize,
+/// Fixes a faulting instruction: records the trap, puts `value` in the
+/// return-value register (rax, x0) and resumes after the instruction.
+pub(crate) struct FaultFixer {
+    pub(crate) pre: AtomicUsize,
+    pub(crate) faults: AtomicUsize,
+    pub(crate) trapnr: AtomicUsize,
+    pub(crate) len: usize,
+    pub(crate) value: usize,
 }
 
-#[cfg(CONFIG_X86_64)]
 impl kp::KprobeHandler for FaultFixer {
     const FAULT_HANDLER: bool = true;
 
@@ -509,11 +507,12 @@ impl kp::KprobeHandler for FaultFixer {
     fn fault(&self, probe: &Probe, regs: &mut Regs, trapnr: i32) -> Option<kp::Fixed> {
         self.faults.fetch_add(1, Ordering::SeqCst);
         self.trapnr.store(trapnr as usize, Ordering::SeqCst);
-        // SAFETY: the targets' asm reads rax right after the faulting
-        // instruction, whose length is `len`: resuming there is what the
-        // instruction would have done, with the handler's value.
+        // SAFETY: the targets' asm reads the return-value register right
+        // after the faulting instruction, whose length is `len`: resuming
+        // there is what the instruction would have done, with the
+        // handler's value.
         unsafe {
-            regs.set_ax(self.value);
+            regs.set_return_value(self.value);
             Some(regs.redirect(probe.addr() + self.len).into())
         }
     }

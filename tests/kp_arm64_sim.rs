@@ -6,7 +6,7 @@
 //! without it, and the probe must fire on every call.
 
 use crate::insn_table::ENTRY_PAD;
-use crate::kp::{self, Next, Probe, Regs, Target};
+use crate::kp::{self, Target};
 use crate::kunit::Test;
 use core::hint::black_box;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -228,36 +228,6 @@ fn arm64_boosted_and_stepped(t: &mut Test) {
     crate::insn_table::check(t, STEPPED, true, |_, _| 1, Some(|_, _| 0));
 }
 
-/// Fixes a faulting load: records the abort, puts `value` in x0 and
-/// resumes after the instruction.
-struct FaultFixer {
-    pre: AtomicUsize,
-    faults: AtomicUsize,
-    trapnr: AtomicUsize,
-    value: usize,
-}
-
-impl kp::KprobeHandler for FaultFixer {
-    const FAULT_HANDLER: bool = true;
-
-    fn pre(&self, _probe: &Probe, _regs: &mut Regs) -> Next {
-        self.pre.fetch_add(1, Ordering::SeqCst);
-        Next::Continue
-    }
-
-    fn fault(&self, probe: &Probe, regs: &mut Regs, trapnr: i32) -> Option<kp::Fixed> {
-        self.faults.fetch_add(1, Ordering::SeqCst);
-        self.trapnr.store(trapnr as usize, Ordering::SeqCst);
-        // SAFETY: the target's asm reads x0 right after the faulting load
-        // (4 bytes): resuming there is what the load would have done, with
-        // the handler's value.
-        unsafe {
-            regs.set_x(0, self.value);
-            Some(regs.redirect(probe.addr() + 4).into())
-        }
-    }
-}
-
 /// A data abort in the out-of-line copy of a probed load (stepped: a fault
 /// handler keeps it from boosting) reaches the probe's fault handler
 /// through the engine's hook on `do_mem_abort()`, with the exception class
@@ -269,10 +239,11 @@ fn arm64_fault_handler(t: &mut Test) {
     const ESR_EC_DABT_CUR: usize = 0x25;
     let word: u64 = 0x1234_5678;
     let at = kp_kunit_load(&word as *const u64 as usize).1;
-    let fixer = FaultFixer {
+    let fixer = crate::kp_api::FaultFixer {
         pre: AtomicUsize::new(0),
         faults: AtomicUsize::new(0),
         trapnr: AtomicUsize::new(usize::MAX),
+        len: 4,
         value: 0xfeed,
     };
     let p = match kp::Kprobe::register(Target::Address(at), fixer) {
