@@ -16,8 +16,9 @@ cd "$here"
 arches=${KP_TEST_ARCHES:-x86_64 arm64 x86_64-debug x86_64-hardened arm64-hardened}
 passed=0
 failed=0
+failures=()
 note() { printf '[test] %s\n' "$*"; }
-fail() { failed=$((failed + 1)); note "FAIL: $*"; }
+fail() { failed=$((failed + 1)); failures+=("$*"); note "FAIL: $*"; }
 pass() { passed=$((passed + 1)); }
 
 mkdir -p out
@@ -87,6 +88,7 @@ if [ -z "$hp" ]; then
 else
 	passed=$((passed + hp))
 	failed=$((failed + ${hf:-0}))
+	[ "${hf:-0}" = 0 ] || failures+=("host: $hf cargo test case(s) failed: $(grep -E '^test .* FAILED$' "$hostlog" | awk '{print $2}' | paste -sd' ') (log: $hostlog)")
 	grep -qE '^error(\[|:)' "$hostlog" && fail "host test build error (log: $hostlog)"
 fi
 
@@ -172,8 +174,14 @@ for a in "${built[@]}"; do
 	kp=$(echo "$summary" | tail -n1 | sed -E 's/pass=([0-9]+) fail=([0-9]+)/\1/')
 	kf=$(echo "$summary" | tail -n1 | sed -E 's/pass=([0-9]+) fail=([0-9]+)/\2/')
 	passed=$((passed + kp)); failed=$((failed + kf))
-	[ "$kf" = 0 ] || note "$a: KUnit failures; see $log"
+	if [ "$kf" != 0 ]; then
+		note "$a: KUnit failures; see $log"
+		while read -r l; do failures+=("$a: KUnit $l"); done < <(echo "$summary" | sed -n 's/^ *FAIL //p')
+	fi
 done
+
+# Every failure once more, at the end, where a truncated log still shows it.
+for f in "${failures[@]}"; do note "FAILED: $f"; done
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
