@@ -10,10 +10,10 @@
  * "KP-BENCH <row> ours <med> <min> <max> kernel <med> <min> <max>" (ns).
  * The guest job turns both engines' jump optimization off first, so that
  * both sides use their breakpoint path, then on again for one more load
- * with rows=kprobe-mid-opt (row 3, x86_64): both sides' jump-optimized
- * probe on the same instruction, measured once each side reports it
- * optimized (ours: KP_FLAG_OPTIMIZED; the kernel's: [OPTIMIZED] in its
- * debugfs kprobes/list). Row 6 (event-3args): the same kprobe event on
+ * with rows=kprobe-mid-opt (row 3): both sides' jump-optimized probe on
+ * the same instruction, measured once each side reports it optimized
+ * (ours: KP_FLAG_OPTIMIZED; the kernel's: its jump in the text); on arm64,
+ * where the kernel has no optprobes, against the kernel's BRK probe. Row 6 (event-3args): the same kprobe event on
  * each side in turn, enabled with trace_set_clr_event(): the per-hit cost
  * then includes writing a record to the trace buffer.
  */
@@ -174,15 +174,29 @@ static int set_event(enum side side, int on)
 
 /*
  * Row 3: waits (up to 10 s) until the side's probe is jump-optimized: its
- * first byte is a jmp rel32 instead of int3 (and ours says so in its flags;
- * the kernel's flag is on its internal aggregate, out of a module's reach).
+ * instruction is a jump to a detour instead of a breakpoint (x86_64: jmp
+ * rel32 instead of int3; arm64: B instead of BRK), and ours says so in its
+ * flags (the kernel's flag is on its internal aggregate, out of a module's
+ * reach). The kernel's arm64 kprobes have no jump optimization (6.12): its
+ * side of the row is its BRK probe.
  */
+static bool jumped(unsigned long addr)
+{
+#ifdef CONFIG_X86_64
+	return READ_ONCE(*(u8 *)addr) == 0xe9;
+#else
+	return (READ_ONCE(*(u32 *)addr) >> 26) == 0x05;
+#endif
+}
+
 static int wait_optimized(enum side side, struct kp_kprobe *kkp, unsigned long addr)
 {
 	int i;
 
+	if (side == KERNEL && !IS_ENABLED(CONFIG_X86_64))
+		return 0;
 	for (i = 0; i < 1000; i++) {
-		if (READ_ONCE(*(u8 *)addr) == 0xe9 &&
+		if (jumped(addr) &&
 		    (side == KERNEL || READ_ONCE(kkp->flags) & KP_FLAG_OPTIMIZED))
 			return 0;
 		msleep(10);

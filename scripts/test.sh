@@ -107,7 +107,7 @@ if [ "$fz_rc" != 0 ] || [ "$fz_ok" != 4 ]; then fail "fuzzing: exit $fz_rc, $fz_
 for a in "${built[@]}"; do
 	case $a in
 	x86_64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_trap_path,kp_coexist,kp_random,kp_mass,kp_alloc_fail,kp_x86_emu,kp_x86_opt,kp_nmi ;;
-	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_trap_path,kp_coexist,kp_random,kp_mass,kp_alloc_fail,kp_nmi,kp_arm64_sim ;;
+	arm64*) suites=kp_smoke,kp_probe,kp_core,kp_kernel,kp_kret,kp_api,kp_events,kp_ftrace,kp_hostile,kp_trap_path,kp_coexist,kp_random,kp_mass,kp_alloc_fail,kp_nmi,kp_arm64_sim,kp_arm64_opt ;;
 	esac
 	note "$a: booting QEMU"
 	# kp_mass holds a 60-second workload; the debug kernel runs several

@@ -194,7 +194,7 @@ pub(crate) trait OptPoint<O> {
     fn set_refused(&self, tag: u16);
 }
 
-/// Jump optimization (x86_64). The defaults: none.
+/// Jump optimization (x86_64 and arm64). The defaults: none.
 pub(crate) trait Jumps {
     type OptInsn: Copy;
     type OptState: OptPoint<Self::OptInsn>;
@@ -226,35 +226,6 @@ pub(crate) trait Jumps {
     }
     /// Frees the detour after every task left it.
     fn opt_release(_o: &Self::OptInsn) {}
-}
-
-/// A backend without jump optimization: its points' state and jumps are
-/// this zero-sized type.
-#[derive(Clone, Copy)]
-#[cfg_attr(CONFIG_X86_64, allow(dead_code))]
-pub(crate) struct NoJump;
-
-impl OptPoint<NoJump> for NoJump {
-    fn none() -> Self {
-        NoJump
-    }
-    #[inline(always)]
-    fn resume(&self) -> usize {
-        0
-    }
-    fn prepare(&self, _o: NoJump) {}
-    fn clear(&self) {}
-    fn insn(&self) -> NoJump {
-        NoJump
-    }
-    fn jumped(&self) -> bool {
-        false
-    }
-    fn set_jumped(&self, _on: bool) {}
-    fn refused(&self) -> u16 {
-        0
-    }
-    fn set_refused(&self, _tag: u16) {}
 }
 
 /// What the backend refuses to probe, and where its trap path starts.

@@ -171,14 +171,20 @@ pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: 
     cpu.pop();
 }
 
-/// The jump to `addr`'s detour was taken (x86_64 jump optimization): run
+/// The jump to `addr`'s detour was taken (jump optimization): run
 /// the pre handlers with `regs` as at the probed instruction. True when one
 /// redirected execution (`regs` say where); otherwise the detour goes on
 /// with the covered instructions. No post handler runs: a point with one is
-/// never optimized. Interrupts off.
-// Only the x86_64 detour calls it.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
-pub(crate) fn on_jump(addr: usize, regs: &mut bindings::pt_regs) -> bool {
+/// never optimized. Interrupts off. `enter` runs once this CPU is marked
+/// busy, before the handlers, and what it returns is dropped after them
+/// (arm64: telling the kernel's IRQ-state tracking that interrupts are
+/// off; kernel code it calls that hits a probe of its own then finds the
+/// CPU busy instead of recursing).
+pub(crate) fn on_jump<G>(
+    addr: usize,
+    regs: &mut bindings::pt_regs,
+    enter: impl FnOnce() -> G,
+) -> bool {
     let Some(point) = registry::lookup(addr) else {
         return false;
     };
@@ -186,7 +192,9 @@ pub(crate) fn on_jump(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     let Some(cpu) = (unsafe { begin_handlers(point) }) else {
         return false;
     };
+    let guard = enter();
     let redirected = run_pre(point, regs);
+    drop(guard);
     cpu.pop();
     redirected
 }

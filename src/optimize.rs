@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Jump optimization of settled probes (the arch's `opt_*`; x86_64 only).
+//! Jump optimization of settled probes (the arch's `opt_*`: x86_64 `jmp rel32`,
+//! arm64 `B`).
 //!
 //! A breakpoint probe with no post or fault handler may have its `int3`
 //! replaced by a jump to a detour that calls the handlers without a trap

@@ -51,7 +51,7 @@ pub(crate) fn reclaim_deferred() -> bool {
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let slot = base() + (w * 64 + b) * SLOT_SIZE;
+            let slot = at(w * 64 + b);
             crate::arch::Arch::clear_slot(slot);
             free(slot);
         }
@@ -64,13 +64,25 @@ pub(crate) fn alloc() -> Option<usize> {
     alloc_now().or_else(|| reclaim_deferred().then(alloc_now).flatten())
 }
 
+/// Takes a free slot for what is optional (a jump-optimized probe's
+/// detour), unless that would leave a quarter of the slots or fewer: those
+/// are kept for registrations (a probe's copy, a kretprobe's stubs), which
+/// would otherwise fail while detours hold the area. Registration lock
+/// held.
+pub(crate) fn alloc_spare() -> Option<usize> {
+    if NSLOTS - in_use() <= NSLOTS / 4 {
+        return None;
+    }
+    alloc()
+}
+
 fn alloc_now() -> Option<usize> {
     for (w, word) in USED.iter().enumerate() {
         let v = word.load(Ordering::Relaxed);
         if v != u64::MAX {
             let bit = (!v).trailing_zeros() as usize;
             word.store(v | (1 << bit), Ordering::Relaxed);
-            return Some(base() + (w * 64 + bit) * SLOT_SIZE);
+            return Some(at(w * 64 + bit));
         }
     }
     None
@@ -90,6 +102,11 @@ pub(crate) fn in_use() -> usize {
             (u.load(Ordering::Relaxed) & !d.load(Ordering::Relaxed)).count_ones() as usize
         })
         .sum()
+}
+
+/// The slot of index `i` (below `NSLOTS`).
+pub(crate) fn at(i: usize) -> usize {
+    base() + i * SLOT_SIZE
 }
 
 /// The index of the slot at `slot`.

@@ -246,7 +246,7 @@ fn kprobe_paths(t: &mut Test) {
 }
 
 /// A second kprobe joining one already at the address (which has a post
-/// handler: on x86_64 it is never jump-optimized, which would take a slot
+/// handler: it is never jump-optimized, which would take a slot
 /// while the test counts them).
 fn kprobe_join(t: &mut Test) {
     let mut first = KpKprobe::new();

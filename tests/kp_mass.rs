@@ -208,9 +208,9 @@ fn is_leaf(start: usize, size: usize, text: &[u8]) -> bool {
 }
 
 /// The bytes a probe at `addr` may write: its instruction, or, once it
-/// was jump-optimized (x86_64), every instruction its 5-byte jump covers
-/// (the rest of them become int3 filler while it is jumped); never past
-/// the function's end `fend`.
+/// was jump-optimized, on x86_64 every instruction its 5-byte jump covers
+/// (the rest of them become int3 filler while it is jumped; arm64's `B`
+/// replaces the one instruction); never past the function's end `fend`.
 struct Span {
     addr: usize,
     len: usize,

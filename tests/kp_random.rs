@@ -298,8 +298,8 @@ fn random_kernel_instructions(t: &mut Test) {
     // Every refusal is one of the documented ones (each logged its reason).
     kp_expect_eq!(t, refused[4], 0);
     workload();
-    // Let the settled probes be jump-optimized where that is safe (x86_64),
-    // then run the workload again through the jumps.
+    // Let the settled probes be jump-optimized where that is safe, then
+    // run the workload again through the jumps.
     // SAFETY: process context.
     unsafe { bindings::msleep(500) };
     let optimized = probes
@@ -311,7 +311,7 @@ fn random_kernel_instructions(t: &mut Test) {
         optimized,
         probes.len()
     ));
-    kp_expect_eq!(t, optimized > 0, cfg!(CONFIG_X86_64));
+    kp_expect!(t, optimized > 0, "no probe jump-optimized");
     workload();
     let mut missed = 0;
     for p in probes.iter_mut() {

@@ -20,6 +20,7 @@
 //! - `kp_random`: 200 probes on random instructions of kernel functions.
 //! - `kp_mass`: 2,000 kprobes and 200 kretprobes under a 60-second workload.
 //! - `kp_alloc_fail`: each allocation of each registration path failing.
+//! - `kp_arm64_opt` (arm64): jump-optimized probes (a `B` to a detour).
 //! - `kp_arm64_sim` (arm64): each simulated and boosted instruction class.
 //! - `kp_x86_emu` (x86_64): each emulated instruction class, probed.
 //! - `kp_x86_opt` (x86_64): jump-optimized probes.
@@ -49,6 +50,8 @@ mod decode;
 mod insn_table;
 mod kp_alloc_fail;
 mod kp_api;
+#[cfg(CONFIG_ARM64)]
+mod kp_arm64_opt;
 #[cfg(CONFIG_ARM64)]
 mod kp_arm64_sim;
 mod kp_coexist;

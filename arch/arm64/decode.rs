@@ -88,6 +88,63 @@ pub const fn b(from: u64, to: u64) -> Option<u32> {
     Some(0x1400_0000 | ((off >> 2) as u32 & 0x03ff_ffff))
 }
 
+/// The words of a jump-optimized probe's detour (`opt.rs`), one slot at
+/// `detour` for the instruction `orig` probed at `addr`:
+///
+/// ```text
+///   +0   stp  x16, x17, [sp, #-16]!
+///   +4   adr  x16, detour
+///   +8   b    common               // the register-saving trampoline
+///   +12  ldp  x16, x17, [sp], #16  // the trampoline returns here (ret x16)
+///   +16  orig                      // the probed instruction, out of line
+///   +20  b    addr + 4
+///   +24  .quad addr
+/// ```
+///
+/// `None` when a branch is out of reach (±128 MiB) or an address misaligned.
+pub const fn detour_words(detour: u64, addr: u64, orig: u32, common: u64) -> Option<[u32; 8]> {
+    let Some(to_common) = b(detour.wrapping_add(8), common) else {
+        return None;
+    };
+    let Some(back) = b(detour.wrapping_add(20), addr.wrapping_add(4)) else {
+        return None;
+    };
+    if addr & 3 != 0 {
+        return None;
+    }
+    Some([
+        STP_X16_X17_PRE,
+        ADR_X16_MINUS_4,
+        to_common,
+        LDP_X16_X17_POST,
+        orig,
+        back,
+        addr as u32,
+        (addr >> 32) as u32,
+    ])
+}
+
+/// Where a detour's trampoline resumes (the pop of x16, x17).
+pub const DETOUR_RESUME: usize = 12;
+/// Where a detour's copy of the probed instruction is.
+pub const DETOUR_COPY: usize = 16;
+
+/// `stp x16, x17, [sp, #-16]!`.
+pub const STP_X16_X17_PRE: u32 = 0xa9bf_47f0;
+/// `adr x16, . - 4`.
+pub const ADR_X16_MINUS_4: u32 = 0x10ff_fff0;
+/// `ldp x16, x17, [sp], #16`.
+pub const LDP_X16_X17_POST: u32 = 0xa8c1_47f0;
+
+/// Whether `insn` is a BTI landing pad: `BTI` (any target), or `PACIASP`/
+/// `PACIBSP`, which act as `BTI c` where BTI is on. Reached by an indirect
+/// branch, such an address takes only an instruction that is a landing pad
+/// itself (or a breakpoint): a `B` written there would fault.
+pub const fn is_landing_pad(insn: u32) -> bool {
+    // BTI {, c, j, jc}: HINT #32, #34, #36, #38.
+    insn & 0xffff_ff3f == 0xd503_241f || insn == 0xd503_233f || insn == 0xd503_237f
+}
+
 /// `BR X16`, the last word of a module PLT entry.
 const BR_X16: u32 = 0xD61F_0200;
 

@@ -15,11 +15,14 @@
 #include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
+#include <linux/percpu.h>
 #include <linux/ptrace.h>
 #include <linux/stddef.h>
 #include <asm/barrier.h>
+#include <asm/cpufeature.h>
 #include <asm/insn.h>
 #include <asm/ptrace.h>
+#include <asm/sysreg.h>
 #include "../../src/helpers.h"
 
 /* Returns straight to do_el1_brk64()'s caller (x30 is the caller's). */
@@ -249,4 +252,55 @@ unsigned long kp_helper_arm64_irq_save(void)
 void kp_helper_arm64_irq_restore(unsigned long flags)
 {
 	local_irq_restore(flags);
+}
+
+/*
+ * A jump-optimized probe's redirect (arch/arm64/opt.rs): the new pc and
+ * PSTATE, from the detour's handler call to the BRK that takes them, on
+ * one CPU with DAIF masked throughout.
+ */
+struct kp_redirect {
+	unsigned long pc, pstate;
+	bool set;
+};
+static DEFINE_PER_CPU(struct kp_redirect, kp_redirect);
+
+void kp_helper_arm64_redirect_set(unsigned long pc, unsigned long pstate);
+bool kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate);
+
+void kp_helper_arm64_redirect_set(unsigned long pc, unsigned long pstate)
+{
+	struct kp_redirect *r = this_cpu_ptr(&kp_redirect);
+
+	r->pc = pc;
+	r->pstate = pstate;
+	r->set = true;
+}
+
+bool kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate)
+{
+	struct kp_redirect *r = this_cpu_ptr(&kp_redirect);
+
+	if (!r->set)
+		return false;
+	r->set = false;
+	*pc = r->pc;
+	*pstate = r->pstate;
+	return true;
+}
+
+/*
+ * The rest of a pt_regs the detour of a jump-optimized probe built
+ * (arch/arm64/opt.rs; it saved the registers, pc and PSTATE): no syscall,
+ * and under pseudo-NMIs the priority mask as the probed code had it
+ * (regs_irqs_disabled() reads it there).
+ */
+void kp_helper_arm64_opt_regs(struct pt_regs *regs);
+
+void notrace kp_helper_arm64_opt_regs(struct pt_regs *regs)
+{
+	regs->orig_x0 = 0;
+	regs->syscallno = NO_SYSCALL;
+	regs->sdei_ttbr1 = 0;
+	regs->pmr_save = system_uses_irq_prio_masking() ? read_sysreg_s(SYS_ICC_PMR_EL1) : 0;
 }

@@ -60,6 +60,7 @@ pub(crate) const POINT_MAX_SIZE: usize = 48;
 #[allow(unreachable_pub)]
 pub(crate) mod event_regs;
 mod kretprobe;
+mod opt;
 mod patch;
 mod post;
 #[allow(dead_code, unreachable_pub)]
@@ -67,7 +68,7 @@ pub(crate) mod regs;
 mod simulate;
 mod trap;
 
-use crate::arch::{Entries, Insns, Jumps, NoJump, Refusals, Steps, Traps};
+use crate::arch::{Entries, Insns, Refusals, Steps, Traps};
 use crate::slots;
 use decode::Class;
 use kernel::bindings;
@@ -110,6 +111,8 @@ impl Drop for IrqsOff {
 pub(crate) const KP_BRK_IMM: u16 = 0x0a0;
 /// The BRK immediate that ends an out-of-line copy.
 pub(crate) const KP_BRK_SS_IMM: u16 = 0x0a1;
+/// The BRK immediate of a jump-optimized probe's redirect ([`opt`]).
+pub(crate) const KP_BRK_REDIRECT_IMM: u16 = 0x0a2;
 
 /// Bytes per slot: the stepped copy and its way to the post trampoline,
 /// the boosted copy and the branch back, the probed address (see
@@ -118,7 +121,7 @@ pub(crate) const SLOT_SIZE: usize = 32;
 /// Where the boosted copy starts in a slot.
 const BOOST_OFF: usize = 16;
 /// Number of slots (see `src/slots.rs`).
-pub(crate) const NSLOTS: usize = 4096;
+pub(crate) const NSLOTS: usize = 8192;
 
 core::arch::global_asm!(
     ".pushsection .text.kp_insn_slots, \"ax\", %progbits",
@@ -180,12 +183,17 @@ const BTI_JC: u32 = 0xd503_24df;
 /// `nop`.
 const NOP: u32 = 0xd503_201f;
 
-/// Reads the instruction at `addr`, with the original in place of our BRK.
+/// Reads the instruction at `addr`, with the original in place of our BRK
+/// or of a jump-optimized probe's `B` ([`opt`]).
 fn read_insn(addr: usize) -> Result<u32> {
     let [w] = read_words::<1>(addr).ok_or(EFAULT)?;
-    if decode::is_brk(w) == Some(KP_BRK_IMM) {
+    let ours =
+        decode::is_brk(w) == Some(KP_BRK_IMM) || matches!(decode::classify(w), Class::B { .. });
+    if ours {
         if let Some(p) = crate::registry::lookup(addr) {
-            return Ok(p.insn.orig);
+            if w != p.insn.orig {
+                return Ok(p.insn.orig);
+            }
         }
     }
     Ok(w)
@@ -719,12 +727,4 @@ impl Traps for Arch {
         // SAFETY: per the function's contract.
         unsafe { kp_helper_counter_inc(c) };
     }
-}
-
-/// No jump optimization on arm64 yet (a branch-based detour is possible
-/// for boostable sites within a `B`'s reach; see docs/status.md, Known
-/// limits): the defaults.
-impl Jumps for Arch {
-    type OptInsn = NoJump;
-    type OptState = NoJump;
 }

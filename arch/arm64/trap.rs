@@ -15,7 +15,7 @@
 //! (a BRK does not advance the PC); the exception returns to whatever
 //! `regs->pc` holds afterwards.
 
-use super::{decode, regs, KP_BRK_IMM, KP_BRK_SS_IMM};
+use super::{decode, regs, KP_BRK_IMM, KP_BRK_REDIRECT_IMM, KP_BRK_SS_IMM};
 use crate::hit;
 use kernel::bindings;
 use kernel::prelude::*;
@@ -60,13 +60,18 @@ pub(crate) unsafe extern "C" fn kp_arm64_fault(esr: usize, regs: *mut bindings::
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_arm64_brk(esr: usize, regs: *mut bindings::pt_regs) -> bool {
     let imm = (esr & 0xffff) as u16;
-    if imm != KP_BRK_IMM && imm != KP_BRK_SS_IMM {
+    if imm != KP_BRK_IMM && imm != KP_BRK_SS_IMM && imm != KP_BRK_REDIRECT_IMM {
         return false;
     }
     // SAFETY: per the function's contract.
     let regs = unsafe { &mut *regs };
     let pc = regs::ip(regs);
-    if imm == KP_BRK_SS_IMM {
+    if imm == KP_BRK_REDIRECT_IMM {
+        // A jump-optimized probe's handler redirected execution (`opt.rs`).
+        if !super::opt::take_redirect(regs) {
+            return false;
+        }
+    } else if imm == KP_BRK_SS_IMM {
         // Not ours (a stale branch into a freed slot): the kernel's
         // dispatcher reports it.
         if !hit::on_step_done(pc, regs) {

@@ -171,7 +171,7 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
     // past it, as after the breakpoint.
     regs.sp = f.sp;
     regs.ip = f.addr + 1;
-    let to = if crate::hit::on_jump(f.addr, regs) {
+    let to = if crate::hit::on_jump(f.addr, regs, || ()) {
         // Redirected. As on the ftrace path only the stack pointer the code
         // had can be resumed with, or a return to the caller (through a
         // `ret` stub); anything else is undone and the code runs on.
@@ -272,7 +272,7 @@ pub(crate) fn prepare(
     }
     // Text addresses sign-extend from 32 bits (push imm32).
     let imm = i32::try_from(addr as i64).map_err(|_| ("address out of push range", true))?;
-    let detour = slots::alloc().ok_or(("no free slot", false))?;
+    let detour = slots::alloc_spare().ok_or(("no spare slot", false))?;
     let mut code = [INT3; SLOT_SIZE];
     let built = (|| -> Result {
         code[0] = 0x68;

@@ -26,8 +26,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use kprobes_logic::arm64_decode::{
-    b, brk, classify, in_exclusive_sequence, is_brk, is_load_exclusive, is_store_exclusive,
-    plt_target, Class, LitKind, Reason, BRK_OPCODE, MAX_ATOMIC_CONTEXT,
+    b, brk, classify, detour_words, in_exclusive_sequence, is_brk, is_landing_pad,
+    is_load_exclusive, is_store_exclusive, plt_target, Class, LitKind, Reason, BRK_OPCODE,
+    DETOUR_COPY, DETOUR_RESUME, MAX_ATOMIC_CONTEXT,
 };
 use yaxpeax_arch::{Decoder, U8Reader};
 use yaxpeax_arm::armv8::a64::{InstDecoder, Instruction, Opcode, Operand, SizeCode};
@@ -1351,4 +1352,61 @@ fn vmlinux_scan() {
         println!("  FAIL {f}");
     }
     assert!(scan.stats.failures.is_empty() && mods.stats.failures.is_empty());
+}
+
+/// The detour of a jump-optimized probe (`arch/arm64/opt.rs`), read back by
+/// yaxpeax-arm: the pair push and pop of x16/x17, the `adr` of the detour's
+/// own start, the branches to the trampoline and back past the probe.
+#[test]
+fn detour_words_disassemble() {
+    let detour = 0xffff_8000_7a00_1000u64;
+    let addr = 0xffff_8000_8123_4568u64;
+    let common = 0xffff_8000_7a00_0040u64;
+    let orig = 0x9100_0420; // add x0, x1, #1
+    let w = detour_words(detour, addr, orig, common).expect("in reach");
+    let text = |i: usize| {
+        let bytes = w[i].to_le_bytes();
+        let mut r = U8Reader::new(&bytes[..]);
+        let d = InstDecoder::default().decode(&mut r).unwrap();
+        d.to_string()
+    };
+    assert_eq!(text(0), "stp x16, x17, [sp, #-0x10]!");
+    assert_eq!(text(1), "adr x16, $-0x4");
+    assert_eq!(classify(w[2]).target(detour + 8), Some(common));
+    assert_eq!(text(3), "ldp x16, x17, [sp], #0x10");
+    assert_eq!(w[4], orig);
+    assert_eq!(classify(w[5]).target(detour + 20), Some(addr + 4));
+    assert_eq!(u64::from(w[6]) | u64::from(w[7]) << 32, addr);
+    assert_eq!(DETOUR_RESUME, 12);
+    assert_eq!(DETOUR_COPY, 16);
+    // Out of reach either way, or misaligned: none.
+    assert!(detour_words(detour, addr + (1 << 28), orig, common).is_none());
+    assert!(detour_words(detour, addr, orig, common + (1 << 28)).is_none());
+    assert!(detour_words(detour, addr + 2, orig, common).is_none());
+}
+
+/// Landing pads: every BTI form and PACIASP/PACIBSP; not NOP, other hints,
+/// AUTIASP or an ordinary instruction.
+#[test]
+fn landing_pads() {
+    for pad in [
+        0xd503_241f,
+        0xd503_245f,
+        0xd503_249f,
+        0xd503_24df,
+        0xd503_233f,
+        0xd503_237f,
+    ] {
+        assert!(is_landing_pad(pad), "{pad:#010x}");
+    }
+    for not in [
+        0xd503_201f,
+        0xd503_243f,
+        0xd503_23bf,
+        0xd503_229f,
+        0x9100_0420,
+        0xd65f_03c0,
+    ] {
+        assert!(!is_landing_pad(not), "{not:#010x}");
+    }
 }
