@@ -189,8 +189,10 @@ pub(crate) trait OptPoint<O> {
     /// Whether the jump is in the text, and recording it.
     fn jumped(&self) -> bool;
     fn set_jumped(&self, on: bool);
-    /// The epoch + 1 of the last refusal, and recording one.
-    fn refused(&self) -> u16;
+    /// Whether the optimizer refused the point in the epoch whose tag
+    /// (epoch + 1) is `tag`, and recording a refusal there (an arch whose
+    /// refusals never depend on other probes keeps them for good).
+    fn refused_at(&self, tag: u16) -> bool;
     fn set_refused(&self, tag: u16);
 }
 

@@ -239,7 +239,20 @@ pub(crate) fn init() -> Result {
         c_str!("static-call trampolines (static_call_update() rewrites them)"),
     )?;
     for &(first, last, reason) in crate::arch::BLACKLIST_SPANS {
-        if let (Some(a), Some(b)) = (symbols::lookup_name(first), symbols::lookup_name(last)) {
+        let (a, b) = (symbols::lookup_name(first), symbols::lookup_name(last));
+        if a.is_some() != b.is_some() {
+            // The arch lists the spans of each kernel configuration; the
+            // one this kernel has is elsewhere in the list.
+            pr_info!(
+                "blacklist: span {}..{}: {} not in this kernel\n",
+                first.to_str().unwrap_or("?"),
+                last.to_str().unwrap_or("?"),
+                if a.is_none() { first } else { last }
+                    .to_str()
+                    .unwrap_or("?")
+            );
+        }
+        if let (Some(a), Some(b)) = (a, b) {
             if let Some(lb) = symbols::symbol_at(b) {
                 let end = lb.start.saturating_add(lb.size);
                 // A span is a few hundred bytes of one assembly file; a
@@ -330,17 +343,23 @@ struct TrapClosure {
 fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
     // Functions to scan, with their depth in calls below the roots.
     let mut queue: KVec<(usize, usize, usize)> = KVec::new();
-    let mut seen: KVec<usize> = KVec::new();
+    // Functions reached, with the least depth they were reached at: one
+    // first reached deep (through a kernel function queued before the
+    // engine's own code, which keeps depth 0) is scanned again when a
+    // shorter path turns up, or its callees within the depth would be
+    // left out (three more functions on arm64-hardened).
+    let mut seen: KVec<(usize, usize)> = KVec::new();
+    let reached = |seen: &KVec<(usize, usize)>, a: usize| seen.iter().any(|&(s, _)| s == a);
     let mut res = Ok(());
     for &name in crate::arch::TRAP_ROOTS {
         let mut found = false;
         symbols::for_each_match(name, |a| {
             found = true;
             if let Some(s) = symbols::symbol_at(a) {
-                if !seen.contains(&s.start) {
+                if !reached(&seen, s.start) {
                     let end = s.start.saturating_add(s.size);
                     res = res
-                        .and_then(|()| seen.push(s.start, GFP_KERNEL).map_err(Error::from))
+                        .and_then(|()| seen.push((s.start, 0), GFP_KERNEL).map_err(Error::from))
                         .and_then(|()| {
                             queue
                                 .push((s.start, end, 0), GFP_KERNEL)
@@ -361,7 +380,7 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
     }
     res?;
     if let Some(b) = symbols::bounds(crate::arch::Arch::trap_entry()) {
-        seen.push(b.start, GFP_KERNEL)?;
+        seen.push((b.start, 0), GFP_KERNEL)?;
         queue.push((b.start, b.start.saturating_add(b.size), 0), GFP_KERNEL)?;
     }
     // The die chain's callbacks: `notify_die()` calls each through a
@@ -385,11 +404,11 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
         let Some(s) = symbols::symbol_at(cb) else {
             continue;
         };
-        if seen.contains(&s.start) {
+        if reached(&seen, s.start) {
             continue;
         }
         let end = s.start.saturating_add(s.size);
-        seen.push(s.start, GFP_KERNEL)?;
+        seen.push((s.start, 0), GFP_KERNEL)?;
         queue.push((s.start, end, 0), GFP_KERNEL)?;
         add(v, s.start, end, TRAP)?;
     }
@@ -419,7 +438,9 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
             let Some(b) = symbols::bounds(t) else {
                 return;
             };
-            if seen.contains(&b.start) {
+            // Reached before: scanned again only if now shallower.
+            let prior = seen.iter().position(|&(a, _)| a == b.start);
+            if prior.is_some_and(|i| seen.get(i).is_some_and(|&(_, pd)| pd <= d)) {
                 return;
             }
             let Some(mut s) = symbols::symbol_at(t) else {
@@ -437,10 +458,18 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
             }
             let fend = s.start.saturating_add(s.size);
             fstart = fstart.min(s.start);
-            r = seen
-                .push(b.start, GFP_KERNEL)
-                .and_then(|()| seen.push(s.start, GFP_KERNEL))
-                .map_err(Error::from);
+            if prior.is_some() {
+                for e in seen.iter_mut() {
+                    if e.0 == b.start || e.0 == s.start {
+                        e.1 = d;
+                    }
+                }
+            } else {
+                r = seen
+                    .push((b.start, d), GFP_KERNEL)
+                    .and_then(|()| seen.push((s.start, d), GFP_KERNEL))
+                    .map_err(Error::from);
+            }
             if r.is_ok() && !v.iter().any(|x| (x.start..x.end).contains(&s.start)) {
                 r = add(v, fstart, fend, TRAP_CALLEE);
                 added += 1;

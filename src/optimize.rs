@@ -68,7 +68,7 @@ fn candidate(point: &Point, epoch: usize) -> bool {
     !point.ftrace
         && point.armed.load(Ordering::Relaxed)
         && point.opt.resume() == 0
-        && point.opt.refused() != (epoch as u16).wrapping_add(1)
+        && !point.opt.refused_at((epoch as u16).wrapping_add(1))
         && !point.any_post_handler()
 }
 

@@ -96,6 +96,15 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
             return Err(EBUSY);
         }
     }
+    // Blacklisted first: -EINVAL for every address of a refused range.
+    if let Some(reason) = crate::blacklist::check(addr) {
+        pr_err!(
+            "{} is blacklisted: {}\n",
+            name(),
+            reason.to_str().unwrap_or("?")
+        );
+        return Err(EINVAL);
+    }
     if symbols::has_extable_entry(addr) {
         // A fault there is fixed up through the exception table by the
         // faulting address; from an out-of-line copy that lookup would fail
@@ -106,14 +115,6 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
             name()
         );
         return Err(crate::errno::eopnotsupp());
-    }
-    if let Some(reason) = crate::blacklist::check(addr) {
-        pr_err!(
-            "{} is blacklisted: {}\n",
-            name(),
-            reason.to_str().unwrap_or("?")
-        );
-        return Err(EINVAL);
     }
     Ok(bounds)
 }

@@ -304,3 +304,42 @@ void notrace kp_helper_arm64_opt_regs(struct pt_regs *regs)
 	regs->sdei_ttbr1 = 0;
 	regs->pmr_save = system_uses_irq_prio_masking() ? read_sysreg_s(SYS_ICC_PMR_EL1) : 0;
 }
+
+/*
+ * The detour of a jump-optimized probe masks interrupts in two steps
+ * (arch/arm64/opt.rs): the CPU's mask first, without a call (under
+ * pseudo-NMIs the priority mask, which is what the kernel's per-CPU
+ * checks read: DEBUG_PREEMPT saw "preemptible" with only DAIF masked), and
+ * the kernel's IRQ-state tracking (lockdep) once the CPU is marked busy
+ * with the hit: a probe in trace_hardirqs_off() then finds it busy
+ * instead of entering the detour again, and again.
+ */
+unsigned long kp_helper_arm64_raw_irq_save(void);
+void kp_helper_arm64_raw_irq_restore(unsigned long flags);
+void kp_helper_arm64_irq_trace_off(unsigned long flags);
+void kp_helper_arm64_irq_trace_on(unsigned long flags);
+
+unsigned long notrace kp_helper_arm64_raw_irq_save(void)
+{
+	unsigned long flags;
+
+	raw_local_irq_save(flags);
+	return flags;
+}
+
+void notrace kp_helper_arm64_raw_irq_restore(unsigned long flags)
+{
+	raw_local_irq_restore(flags);
+}
+
+void kp_helper_arm64_irq_trace_off(unsigned long flags)
+{
+	if (!raw_irqs_disabled_flags(flags))
+		trace_hardirqs_off();
+}
+
+void kp_helper_arm64_irq_trace_on(unsigned long flags)
+{
+	if (!raw_irqs_disabled_flags(flags))
+		trace_hardirqs_on();
+}

@@ -610,6 +610,16 @@ impl Refusals for Arch {
         (kernel::c_str!("ftrace_caller"), TRAP),
         (kernel::c_str!("ftrace_ops_list_func"), TRAP),
         (kernel::c_str!("arch_ftrace_ops_list_func"), TRAP),
+        // The hit path pins the engine while a return is hijacked (a
+        // kretprobe's entry, reached from the BRK hook through a pointer,
+        // which the derivation does not follow). A BRK hit inside a hit
+        // comes back through the hook's ftrace_ops, whose recursion guard
+        // lets one such level through, not two: a kp_mass probe in
+        // `try_module_get()`, hit by a kretprobe's entry inside a BRK taken
+        // in an ftrace callback, was taken by the kernel for a stray BRK
+        // (`die()`; both CPUs then spun on `die_lock`, interrupts masked).
+        (kernel::c_str!("try_module_get"), TRAP),
+        (kernel::c_str!("module_put"), TRAP),
         // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
         (kernel::c_str!("_mcount"), ASM),
         (kernel::c_str!("cpu_switch_to"), ASM),
@@ -649,6 +659,14 @@ impl Refusals for Arch {
         (
             kernel::c_str!("ftrace_caller"),
             kernel::c_str!("ftrace_stub_direct_tramp"),
+            crate::blacklist::FTRACE_ASM,
+        ),
+        // Without direct calls (kCFI kernels: no CALL_OPS) there is no
+        // `ftrace_stub_direct_tramp`, and the inner label `ftrace_call`
+        // is a symbol of its own after `ftrace_caller`'s.
+        (
+            kernel::c_str!("ftrace_caller"),
+            kernel::c_str!("ftrace_call"),
             crate::blacklist::FTRACE_ASM,
         ),
         (

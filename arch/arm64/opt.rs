@@ -131,6 +131,29 @@ extern "C" {
     fn kp_helper_arm64_redirect_set(pc: usize, pstate: usize);
     fn kp_helper_arm64_redirect_take(pc: *mut usize, pstate: *mut usize) -> bool;
     fn kp_helper_arm64_opt_regs(regs: *mut bindings::pt_regs);
+    fn kp_helper_arm64_raw_irq_save() -> core::ffi::c_ulong;
+    fn kp_helper_arm64_raw_irq_restore(flags: core::ffi::c_ulong);
+    fn kp_helper_arm64_irq_trace_off(flags: core::ffi::c_ulong);
+    fn kp_helper_arm64_irq_trace_on(flags: core::ffi::c_ulong);
+}
+
+/// The kernel's IRQ-state tracking told "off" for the scope of a value
+/// (`helpers.c`; the CPU's mask is already set).
+struct IrqTrace(core::ffi::c_ulong);
+
+impl IrqTrace {
+    fn new(flags: core::ffi::c_ulong) -> Self {
+        // SAFETY: interrupts are masked on this CPU.
+        unsafe { kp_helper_arm64_irq_trace_off(flags) };
+        Self(flags)
+    }
+}
+
+impl Drop for IrqTrace {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { kp_helper_arm64_irq_trace_on(self.0) };
+    }
 }
 
 /// How `kp_arm64_opt_common` leaves (its `cbnz`/`tbnz`).
@@ -159,10 +182,13 @@ unsafe extern "C" fn kp_arm64_opt_hit(regs: *mut bindings::pt_regs, detour: usiz
     };
     let addr = super::regs::ip(regs);
     let sp = super::regs::sp(regs);
-    // DAIF is masked; the kernel's IRQ-state tracking is told so (see
-    // `IrqsOff`) once the CPU is marked busy: a probe in what that calls
-    // finds it busy.
-    let redirected = crate::hit::on_jump(addr, regs, super::IrqsOff::new);
+    // DAIF is masked; the kernel's mask (the priority mask under
+    // pseudo-NMIs) is set before the per-CPU hit state is touched, and its
+    // IRQ-state tracking told once the CPU is marked busy: a probe in what
+    // that calls finds it busy (`helpers.c`).
+    // SAFETY: any context.
+    let flags = unsafe { kp_helper_arm64_raw_irq_save() };
+    let redirected = crate::hit::on_jump(addr, regs, || IrqTrace::new(flags));
     if super::regs::sp(regs) != sp {
         // The frame is just below the code's stack: as on the post path,
         // only a new pc can be honoured.
@@ -174,18 +200,21 @@ unsafe extern "C" fn kp_arm64_opt_hit(regs: *mut bindings::pt_regs, detour: usiz
             );
         }
     }
-    if !redirected {
+    let leave = if !redirected {
         super::regs::set_ip(regs, detour.wrapping_add(decode::DETOUR_RESUME));
-        return LEAVE_ON;
-    }
-    let pc = super::regs::ip(regs);
-    if Some(pc) == super::regs::x(regs, 30) {
-        return LEAVE_RET;
-    }
-    // SAFETY: DAIF stays masked until the redirect BRK takes it back on
-    // this CPU.
-    unsafe { kp_helper_arm64_redirect_set(pc, super::regs::flags(regs)) };
-    LEAVE_BRK
+        LEAVE_ON
+    } else if Some(super::regs::ip(regs)) == super::regs::x(regs, 30) {
+        LEAVE_RET
+    } else {
+        // SAFETY: this CPU's record (its mask is still set); DAIF stays
+        // masked until the redirect BRK takes it back on this CPU.
+        unsafe { kp_helper_arm64_redirect_set(super::regs::ip(regs), super::regs::flags(regs)) };
+        LEAVE_BRK
+    };
+    // SAFETY: the flags saved above, on this CPU (DAIF stays masked until
+    // the common code leaves).
+    unsafe { kp_helper_arm64_raw_irq_restore(flags) };
+    leave
 }
 
 /// The redirect BRK of `kp_arm64_opt_common` trapped with `regs`: sends the
@@ -218,13 +247,13 @@ pub(crate) struct OptInsn {
 
 /// A point's jump state in one word (a `Point` stays within 48 bytes):
 /// bits 0-13 the detour's slot index + 1 (0: none), bit 14 whether the
-/// jump is in the text, bits 16-31 the epoch + 1 of the last refusal.
+/// jump is in the text, bit 15 refused for good.
 /// Written under the registration lock; the trap path reads `resume`.
 pub(crate) struct OptState(AtomicU32);
 
 const IDX_MASK: u32 = 0x3fff;
 const JUMPED: u32 = 1 << 14;
-const REFUSED_SHIFT: u32 = 16;
+const NEVER: u32 = 1 << 15;
 const _: () = assert!(super::NSLOTS < IDX_MASK as usize);
 
 impl OptState {
@@ -280,12 +309,16 @@ impl OptPoint<OptInsn> for OptState {
         self.update(|v| if on { v | JUMPED } else { v & !JUMPED });
     }
 
-    fn refused(&self) -> u16 {
-        (self.0.load(Ordering::Relaxed) >> REFUSED_SHIFT) as u16
+    /// Refused for good: nothing here depends on other probes (one
+    /// instruction is replaced), and retrying each epoch (every probe
+    /// removal) cost `kp_mass` on arm64-hardened, where no kernel text is
+    /// in reach, minutes of optimizer runs under the registration lock.
+    fn refused_at(&self, _tag: u16) -> bool {
+        self.0.load(Ordering::Relaxed) & NEVER != 0
     }
 
-    fn set_refused(&self, tag: u16) {
-        self.update(|v| (v & 0xffff) | (u32::from(tag) << REFUSED_SHIFT));
+    fn set_refused(&self, _tag: u16) {
+        self.update(|v| v | NEVER);
     }
 }
 
@@ -301,7 +334,15 @@ fn prepare(addr: usize) -> core::result::Result<OptInsn, Refusal> {
         return Err(("a BTI landing pad (a B there would fault)", true));
     }
     let common = kp_arm64_opt_common as *const () as usize;
-    // Both branches of the detour and the jump itself must reach.
+    // Both branches of the detour and the jump itself must reach: from
+    // any slot, if from the first and the last (checked before taking one).
+    let reach = |slot: usize| {
+        decode::detour_words(slot as u64, addr as u64, orig, common as u64).is_some()
+            && decode::b(addr as u64, slot as u64).is_some()
+    };
+    if !reach(slots::at(0)) || !reach(slots::at(super::NSLOTS - 1)) {
+        return Err(("the engine's slots are out of a branch's reach", true));
+    }
     let detour = slots::alloc_spare().ok_or(("no spare slot", false))?;
     let words = decode::detour_words(detour as u64, addr as u64, orig, common as u64);
     let (Some(words), Some(_)) = (words, decode::b(addr as u64, detour as u64)) else {

@@ -124,9 +124,9 @@ impl OptPoint<OptInsn> for OptState {
         self.jumped.store(on, Ordering::Relaxed);
     }
 
-    /// The epoch + 1 of the last refusal.
-    fn refused(&self) -> u16 {
-        self.refused.load(Ordering::Relaxed)
+    /// Whether the last refusal was in the epoch tagged `tag`.
+    fn refused_at(&self, tag: u16) -> bool {
+        self.refused.load(Ordering::Relaxed) == tag
     }
 
     /// Records a refusal in epoch `tag - 1`. Registration lock held.
