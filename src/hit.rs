@@ -185,7 +185,10 @@ pub(crate) fn on_jump<G>(
     regs: &mut bindings::pt_regs,
     enter: impl FnOnce() -> G,
 ) -> bool {
-    let Some(point) = registry::lookup(addr) else {
+    // Not armed (any more): a task that took the jump long ago (preempted
+    // before the detour masked interrupts) runs no handler after a
+    // disable; it goes on with the detour's copy.
+    let Some(point) = registry::lookup(addr).filter(|p| p.armed.load(Ordering::Relaxed)) else {
         return false;
     };
     // SAFETY: interrupts are off (the detour masked them).

@@ -313,25 +313,33 @@ fn random_kernel_instructions(t: &mut Test) {
     ));
     // arm64: a `B` reaches +-128 MiB; where modules are placed anywhere in
     // a 2 GiB region (RANDOMIZE_MODULE_REGION_FULL, as on arm64-hardened)
-    // the engine's slots are out of reach of the kernel's text, whose
-    // probes keep their BRK.
-    let reach = match (
-        crate::kp::lookup_symbol(c"kp_insn_slots"),
-        crate::kp::lookup_symbol(c"_text"),
-        crate::kp::lookup_symbol(c"_etext"),
-    ) {
-        (Some(slots), Some(start), Some(end)) => {
-            let far = |a: usize, b: usize| a.abs_diff(b) >= 120 << 20;
-            !(far(slots.addr, start.addr) && far(slots.addr, end.addr))
-        }
-        _ => true,
+    // the engine's slots can be out of reach of the probed kernel text,
+    // whose probes keep their BRK. Every optimized probe is in reach of the
+    // slot area (its 256 KiB, either end).
+    let slots = crate::kp::lookup_symbol(c"kp_insn_slots").map_or(0, |s| s.addr);
+    let in_reach = |a: usize| {
+        cfg!(CONFIG_X86_64)
+            || (a.abs_diff(slots) < (1 << 27) - (1 << 19)
+                && a.abs_diff(slots + (1 << 18)) < (1 << 27) - (1 << 19))
     };
-    if cfg!(CONFIG_X86_64) || reach {
+    let reachable = probes.iter().filter(|p| in_reach(p.addr as usize)).count();
+    let stray = probes
+        .iter()
+        .filter(|p| p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0 && !in_reach(p.addr as usize))
+        .count();
+    t.info(format_args!(
+        "{} of them within a jump's reach of the engine's slots",
+        reachable
+    ));
+    kp_expect!(
+        t,
+        slots != 0 || cfg!(CONFIG_X86_64),
+        "kp_insn_slots not found"
+    );
+    kp_expect_eq!(t, stray, 0, "optimized out of reach");
+    if reachable >= 20 {
         kp_expect!(t, optimized > 0, "no probe jump-optimized");
     } else {
-        t.info(format_args!(
-            "the engine's slots are out of a B's reach of the kernel's text: none optimized"
-        ));
         kp_expect_eq!(t, optimized, 0);
     }
     workload();

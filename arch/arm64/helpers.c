@@ -15,6 +15,7 @@
 #include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
+#include <linux/kprobes.h>
 #include <linux/percpu.h>
 #include <linux/ptrace.h>
 #include <linux/stddef.h>
@@ -268,16 +269,20 @@ static DEFINE_PER_CPU(struct kp_redirect, kp_redirect);
 void kp_helper_arm64_redirect_set(unsigned long pc, unsigned long pstate);
 bool kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate);
 
-void kp_helper_arm64_redirect_set(unsigned long pc, unsigned long pstate)
+/* notrace and NOKPROBE: nothing may run in between on this CPU (an
+ * optimized probe's redirect there would overwrite the record). */
+void notrace kp_helper_arm64_redirect_set(unsigned long pc, unsigned long pstate)
 {
 	struct kp_redirect *r = this_cpu_ptr(&kp_redirect);
 
+	WARN_ON_ONCE(r->set);
 	r->pc = pc;
 	r->pstate = pstate;
 	r->set = true;
 }
+NOKPROBE_SYMBOL(kp_helper_arm64_redirect_set);
 
-bool kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate)
+bool notrace kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate)
 {
 	struct kp_redirect *r = this_cpu_ptr(&kp_redirect);
 
@@ -288,6 +293,7 @@ bool kp_helper_arm64_redirect_take(unsigned long *pc, unsigned long *pstate)
 	*pstate = r->pstate;
 	return true;
 }
+NOKPROBE_SYMBOL(kp_helper_arm64_redirect_take);
 
 /*
  * The rest of a pt_regs the detour of a jump-optimized probe built
@@ -301,8 +307,24 @@ void notrace kp_helper_arm64_opt_regs(struct pt_regs *regs)
 {
 	regs->orig_x0 = 0;
 	regs->syscallno = NO_SYSCALL;
+	regs->unused2 = 0;
 	regs->sdei_ttbr1 = 0;
 	regs->pmr_save = system_uses_irq_prio_masking() ? read_sysreg_s(SYS_ICC_PMR_EL1) : 0;
+	regs->lockdep_hardirqs = 0;
+	regs->exit_rcu = 0;
+}
+NOKPROBE_SYMBOL(kp_helper_arm64_opt_regs);
+
+/*
+ * Software PAN (TTBR0 switched per user access, on CPUs without PAN): the
+ * exception entry the BRK path takes saves and disables user access around
+ * the handlers; the detour does not, so such kernels keep their BRKs.
+ */
+bool kp_helper_arm64_sw_pan(void);
+
+bool kp_helper_arm64_sw_pan(void)
+{
+	return system_uses_ttbr0_pan();
 }
 
 /*
@@ -316,8 +338,8 @@ void notrace kp_helper_arm64_opt_regs(struct pt_regs *regs)
  */
 unsigned long kp_helper_arm64_raw_irq_save(void);
 void kp_helper_arm64_raw_irq_restore(unsigned long flags);
-void kp_helper_arm64_irq_trace_off(unsigned long flags);
-void kp_helper_arm64_irq_trace_on(unsigned long flags);
+bool kp_helper_arm64_regs_irqs_on(struct pt_regs *regs);
+void kp_helper_arm64_irq_trace(bool off);
 
 unsigned long notrace kp_helper_arm64_raw_irq_save(void)
 {
@@ -326,20 +348,27 @@ unsigned long notrace kp_helper_arm64_raw_irq_save(void)
 	raw_local_irq_save(flags);
 	return flags;
 }
+NOKPROBE_SYMBOL(kp_helper_arm64_raw_irq_save);
 
 void notrace kp_helper_arm64_raw_irq_restore(unsigned long flags)
 {
 	raw_local_irq_restore(flags);
 }
+NOKPROBE_SYMBOL(kp_helper_arm64_raw_irq_restore);
 
-void kp_helper_arm64_irq_trace_off(unsigned long flags)
+/* From the probed code's state in the detour's frame (DAIF as it found
+ * it, the priority mask under pseudo-NMIs), not from the CPU's, which the
+ * detour has masked: lockdep sees "off" for the handlers exactly when the
+ * probed code had interrupts on. */
+bool kp_helper_arm64_regs_irqs_on(struct pt_regs *regs)
 {
-	if (!raw_irqs_disabled_flags(flags))
-		trace_hardirqs_off();
+	return interrupts_enabled(regs);
 }
 
-void kp_helper_arm64_irq_trace_on(unsigned long flags)
+void kp_helper_arm64_irq_trace(bool off)
 {
-	if (!raw_irqs_disabled_flags(flags))
+	if (off)
+		trace_hardirqs_off();
+	else
 		trace_hardirqs_on();
 }

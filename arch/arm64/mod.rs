@@ -187,11 +187,14 @@ const NOP: u32 = 0xd503_201f;
 /// or of a jump-optimized probe's `B` ([`opt`]).
 fn read_insn(addr: usize) -> Result<u32> {
     let [w] = read_words::<1>(addr).ok_or(EFAULT)?;
-    let ours =
-        decode::is_brk(w) == Some(KP_BRK_IMM) || matches!(decode::classify(w), Class::B { .. });
-    if ours {
+    let brk = decode::is_brk(w) == Some(KP_BRK_IMM);
+    if brk || matches!(decode::classify(w), Class::B { .. }) {
         if let Some(p) = crate::registry::lookup(addr) {
-            if w != p.insn.orig {
+            use crate::arch::OptPoint;
+            // Ours: the BRK, or the jump to this point's own detour.
+            let jump =
+                p.opt.jumped() && decode::b(addr as u64, p.opt.insn().detour() as u64) == Some(w);
+            if brk || jump {
                 return Ok(p.insn.orig);
             }
         }

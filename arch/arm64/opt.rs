@@ -88,7 +88,8 @@ core::arch::global_asm!(
     "ldp x0, x1, [sp, #128]",
     "stp x0, x1, [sp, #{size}]",
     "ldr x0, [sp, #264]",
-    "msr nzcv, x0",
+    "and x1, x0, #0xf0000000",
+    "msr nzcv, x1",
     "and x0, x0, #0x3c0",
     "msr daif, x0",
     "ldp x0, x1, [sp, #0]",
@@ -100,7 +101,8 @@ core::arch::global_asm!(
     "tbnz x0, #1, 2f",
     // Back to the caller through x30.
     "ldr x0, [sp, #264]",
-    "msr nzcv, x0",
+    "and x1, x0, #0xf0000000",
+    "msr nzcv, x1",
     "and x0, x0, #0x3c0",
     "msr daif, x0",
     "ldp x0, x1, [sp, #0]",
@@ -111,6 +113,7 @@ core::arch::global_asm!(
     // Elsewhere: through the redirect BRK, DAIF masked until it is taken
     // (the frame is below the stack pointer from the `add` on).
     "ldr x0, [sp, #264]",
+    "and x0, x0, #0xf0000000",
     "msr nzcv, x0",
     "ldp x0, x1, [sp, #0]",
     regs_x2_x30!("ldp", "ldr"),
@@ -133,26 +136,32 @@ extern "C" {
     fn kp_helper_arm64_opt_regs(regs: *mut bindings::pt_regs);
     fn kp_helper_arm64_raw_irq_save() -> core::ffi::c_ulong;
     fn kp_helper_arm64_raw_irq_restore(flags: core::ffi::c_ulong);
-    fn kp_helper_arm64_irq_trace_off(flags: core::ffi::c_ulong);
-    fn kp_helper_arm64_irq_trace_on(flags: core::ffi::c_ulong);
+    fn kp_helper_arm64_regs_irqs_on(regs: *mut bindings::pt_regs) -> bool;
+    fn kp_helper_arm64_irq_trace(off: bool);
+    fn kp_helper_arm64_sw_pan() -> bool;
 }
 
-/// The kernel's IRQ-state tracking told "off" for the scope of a value
-/// (`helpers.c`; the CPU's mask is already set).
-struct IrqTrace(core::ffi::c_ulong);
+/// The kernel's IRQ-state tracking told "off" for the scope of a value,
+/// when the probed code had interrupts on (`true`; decided from the
+/// detour's frame: the CPU's own mask is already set).
+struct IrqTrace(bool);
 
 impl IrqTrace {
-    fn new(flags: core::ffi::c_ulong) -> Self {
-        // SAFETY: interrupts are masked on this CPU.
-        unsafe { kp_helper_arm64_irq_trace_off(flags) };
-        Self(flags)
+    fn new(was_on: bool) -> Self {
+        if was_on {
+            // SAFETY: interrupts are masked on this CPU.
+            unsafe { kp_helper_arm64_irq_trace(true) };
+        }
+        Self(was_on)
     }
 }
 
 impl Drop for IrqTrace {
     fn drop(&mut self) {
-        // SAFETY: as in `new`.
-        unsafe { kp_helper_arm64_irq_trace_on(self.0) };
+        if self.0 {
+            // SAFETY: as in `new`.
+            unsafe { kp_helper_arm64_irq_trace(false) };
+        }
     }
 }
 
@@ -175,11 +184,13 @@ static SP_REFUSED: AtomicBool = AtomicBool::new(false);
 #[no_mangle]
 unsafe extern "C" fn kp_arm64_opt_hit(regs: *mut bindings::pt_regs, detour: usize) -> usize {
     // SAFETY: per the function's contract; the fields the common code
-    // does not save.
-    let regs = unsafe {
+    // does not save, and whether the probed code had interrupts on.
+    let was_on = unsafe {
         kp_helper_arm64_opt_regs(regs);
-        &mut *regs
+        kp_helper_arm64_regs_irqs_on(regs)
     };
+    // SAFETY: per the function's contract.
+    let regs = unsafe { &mut *regs };
     let addr = super::regs::ip(regs);
     let sp = super::regs::sp(regs);
     // DAIF is masked; the kernel's mask (the priority mask under
@@ -188,7 +199,7 @@ unsafe extern "C" fn kp_arm64_opt_hit(regs: *mut bindings::pt_regs, detour: usiz
     // that calls finds it busy (`helpers.c`).
     // SAFETY: any context.
     let flags = unsafe { kp_helper_arm64_raw_irq_save() };
-    let redirected = crate::hit::on_jump(addr, regs, || IrqTrace::new(flags));
+    let redirected = crate::hit::on_jump(addr, regs, || IrqTrace::new(was_on));
     if super::regs::sp(regs) != sp {
         // The frame is just below the code's stack: as on the post path,
         // only a new pc can be honoured.
@@ -243,6 +254,13 @@ pub(super) fn take_redirect(regs: &mut bindings::pt_regs) -> bool {
 #[derive(Clone, Copy)]
 pub(crate) struct OptInsn {
     detour: usize,
+}
+
+impl OptInsn {
+    /// The detour's slot (0: none).
+    pub(super) fn detour(&self) -> usize {
+        self.detour
+    }
 }
 
 /// A point's jump state in one word (a `Point` stays within 48 bytes):
@@ -313,6 +331,9 @@ impl OptPoint<OptInsn> for OptState {
     /// instruction is replaced), and retrying each epoch (every probe
     /// removal) cost `kp_mass` on arm64-hardened, where no kernel text is
     /// in reach, minutes of optimizer runs under the registration lock.
+    /// (The optimizer's other refusal, someone else's patch found when the
+    /// jump was to be written, is for good too: the point stays on its
+    /// BRK until it is registered again.)
     fn refused_at(&self, _tag: u16) -> bool {
         self.0.load(Ordering::Relaxed) & NEVER != 0
     }
@@ -333,6 +354,13 @@ fn prepare(addr: usize) -> core::result::Result<OptInsn, Refusal> {
     if decode::is_landing_pad(orig) {
         return Err(("a BTI landing pad (a B there would fault)", true));
     }
+    // SAFETY: a query.
+    if unsafe { kp_helper_arm64_sw_pan() } {
+        return Err((
+            "software PAN: user access is switched by exception entry",
+            true,
+        ));
+    }
     let common = kp_arm64_opt_common as *const () as usize;
     // Both branches of the detour and the jump itself must reach: from
     // any slot, if from the first and the last (checked before taking one).
@@ -349,8 +377,10 @@ fn prepare(addr: usize) -> core::result::Result<OptInsn, Refusal> {
         slots::free(detour);
         return Err(("the detour is out of a branch's reach", true));
     };
-    // SAFETY: a slot just allocated; nothing branches there until the jump
-    // is written, after `synchronize_rcu_tasks()` and a `stop_machine()`.
+    // SAFETY: a slot just allocated; nothing runs it before it is
+    // published: BRK hits then resume in its copy through an exception
+    // return (context-synchronizing), the jump comes after a
+    // `stop_machine()`.
     if unsafe { patch::write_idle(detour, &words) }.is_err() {
         slots::free(detour);
         return Err(("cannot build the detour", false));
