@@ -644,6 +644,16 @@ impl Refusals for Arch {
         kernel::c_str!("ftrace_ops_list_func"),
         kernel::c_str!("arch_ftrace_ops_list_func"),
         kernel::c_str!("ftrace_ops_assist_func"),
+        // What a kretprobe's entry calls through resolved pointers, inside
+        // the hit (and, at an entry served by ftrace, inside the engine's
+        // ftrace callback): the function graph tracer's push and the
+        // shadow stack's return-address lookup. A kp_mass probe in
+        // `fgraph_reserve_data()` was taken there for a stray BRK
+        // (`die()`; seed 0x81a31edd on arm64-hardened).
+        kernel::c_str!("function_graph_enter"),
+        kernel::c_str!("fgraph_reserve_data"),
+        kernel::c_str!("fgraph_retrieve_data"),
+        kernel::c_str!("ftrace_graph_ret_addr"),
     ];
 
     /// The engine's own trap entry: what it calls is on the trap path too.
