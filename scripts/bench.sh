@@ -15,7 +15,7 @@ if ! grep -qaE "KP-CHECK: ok bench-run\s*$" "$log" || grep -qa "KP-CHECK: FAIL" 
 	exit 1
 fi
 out="$here/bench/results-$arch.md"
-cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | sed 's/.*, \([0-9]*\) CPUs/\1/')
+cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | tr -d "\r" | sed 's/.*, \([0-9]*\) CPUs/\1/')
 {
 	echo "# kprobes-rs vs the kernel's kprobes ($arch)"
 	echo
@@ -41,7 +41,7 @@ cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | sed 's/.*, \([0-9]*\) CPUs/\1/'
 	echo
 	echo "| row | ours | kernel's | ratio ours/kernel |"
 	echo "| --- | --- | --- | --- |"
-	grep -a "KP-BENCH .* ours " "$log" | sed 's/.*KP-BENCH //' |
+	grep -a "KP-BENCH .* ours " "$log" | tr -d "\r" | sed 's/.*KP-BENCH //' |
 		awk '{ r = ($7 > 0) ? sprintf("%.2f", $3 / $7) : "n/a";
 		       if ($1 ~ /^memory/)
 			       printf "| %s | %s bytes | %s bytes | %s |\n", $1, $3, $7, r
