@@ -11,7 +11,8 @@ job=${2:?job}
 kdir=$(kdir_for "$arch")
 out="$here/out/$arch"
 root="$out/initramfs"
-log="$out/$job-console.log"
+# KP_QEMU_TAG=name: a second boot of the same kernel, logged apart.
+log="$out/$job${KP_QEMU_TAG:+-$KP_QEMU_TAG}-console.log"
 timeout_s=${KP_QEMU_TIMEOUT:-600}
 
 rm -rf "$root"

@@ -265,6 +265,15 @@ pub(crate) trait Traps {
     ///
     /// `c` is a live per-CPU `u64`; interrupts are off.
     unsafe fn this_cpu_inc(c: *mut u64);
+    /// Whether a hit may run its handlers here (default: always). False
+    /// where a probe hit in what they call could not reach the engine (arm64:
+    /// this code runs one ftrace recursion level deep, and ftrace's guard
+    /// would drop the next BRK): the hit counts as missed. Hit path,
+    /// interrupts off.
+    #[inline(always)]
+    fn handlers_may_run() -> bool {
+        true
+    }
 }
 
 /// The whole contract.

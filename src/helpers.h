@@ -142,8 +142,6 @@ void kp_arch_regs_to_fregs(struct pt_regs *regs, struct ftrace_regs *fregs);
 
 int kp_helper_arm64_brk_hook_init(void);
 void kp_helper_arm64_brk_hook_exit(void);
-unsigned long kp_helper_arm64_irq_save(void);
-void kp_helper_arm64_irq_restore(unsigned long flags);
 void kp_helper_isb(void);
 /* Rust, arch/arm64/trap.rs */
 bool kp_arm64_brk(unsigned long esr, struct pt_regs *regs);

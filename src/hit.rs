@@ -24,7 +24,7 @@
 //! each enabled probe's `nmissed`, and the instruction still runs.
 
 use crate::arch;
-use crate::arch::{Entries, OptPoint, Steps};
+use crate::arch::{Entries, OptPoint, Steps, Traps};
 use crate::percpu::{stage, Cpu, Frame, MAX_DEPTH};
 use crate::registry::{self, Point, Probe};
 use core::sync::atomic::Ordering;
@@ -52,9 +52,10 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         stage,
         saved: 0,
     };
-    if cpu.depth() > 0 {
-        // A hit while this CPU handles another: count it, run no handler,
-        // still execute the instruction.
+    if cpu.depth() > 0 || !arch::Arch::handlers_may_run() {
+        // A hit while this CPU handles another (or where a probe hit in
+        // what the handlers call would be lost: `Traps::handlers_may_run`):
+        // count it, run no handler, still execute the instruction.
         if cpu.depth() >= MAX_DEPTH {
             // Nested deeper than we track: let the kernel report it loudly.
             return false;
@@ -203,8 +204,9 @@ pub(crate) fn on_jump<G>(
 }
 
 /// For the trap-less paths (ftrace, detour): marks this CPU busy with
-/// `point`'s handlers, or, inside another probe's handler on this CPU,
-/// counts a miss on each enabled probe and returns `None` (run nothing).
+/// `point`'s handlers, or, inside another probe's handler on this CPU (or
+/// where handlers may not run, `Traps::handlers_may_run`), counts a miss on
+/// each enabled probe and returns `None` (run nothing).
 ///
 /// # Safety
 ///
@@ -213,7 +215,7 @@ pub(crate) fn on_jump<G>(
 unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
     // SAFETY: interrupts are off (the caller's contract).
     let cpu = unsafe { Cpu::this() };
-    if cpu.depth() > 0 {
+    if cpu.depth() > 0 || !arch::Arch::handlers_may_run() {
         for p in enabled(point) {
             p.count_missed();
         }

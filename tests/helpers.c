@@ -23,6 +23,9 @@
  *   have the direct call there; and a kprobe of the kernel's own with a
  *   post handler (an IPMODIFY ftrace user at a function entry) beside the
  *   engine's direct call;
+ * - someone else's ftrace callback (an ftrace_ops of the test's own) that
+ *   calls a function the test probed, for the arm64 case of a probe hit
+ *   inside another ftrace user's callback (kp_arm64_sim);
  * - the C header's layout of the ABI structs, for kp_smoke to compare with
  *   src/abi.rs.
  */
@@ -37,6 +40,7 @@
 #include <linux/wait.h>
 #include <linux/sched/task.h>
 #include <linux/ftrace.h>
+#include <linux/trace_recursion.h>
 #include <linux/stddef.h>
 #include <linux/linkage.h>
 #include <linux/objtool.h>
@@ -513,3 +517,53 @@ const size_t kp_test_c_layout[] = {
 	offsetof(struct kp_stats, kretprobe_shadow_returns),
 	offsetof(struct kp_stats, kretprobe_shadow_probes),
 };
+
+/*
+ * Someone else's ftrace callback on `ip` (an ftrace_ops without
+ * FTRACE_OPS_FL_RECURSION, as the engine's own) that calls `fn`; and
+ * whether its last call came through ftrace's list function (which holds a
+ * recursion bit of its own while its callbacks run: a BRK hit inside one
+ * reaches the engine's BRK hook one level deeper).
+ */
+int kp_test_foreign_callback(unsigned long ip, void (*fn)(void), bool on);
+bool kp_test_foreign_callback_via_list(void);
+
+static void (*kp_fc_fn)(void);
+static bool kp_fc_via_list;
+
+static void notrace kp_fc_func(unsigned long ip, unsigned long parent_ip,
+			       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	unsigned int list = ((1U << (TRACE_CTX_TRANSITION + 1)) - 1) << TRACE_LIST_START;
+
+	WRITE_ONCE(kp_fc_via_list, current->trace_recursion & list);
+	kp_fc_fn();
+}
+
+static struct ftrace_ops kp_fc_ops = {
+	.func = kp_fc_func,
+};
+
+int kp_test_foreign_callback(unsigned long ip, void (*fn)(void), bool on)
+{
+	int r;
+
+	if (!on) {
+		r = unregister_ftrace_function(&kp_fc_ops);
+		ftrace_set_filter_ip(&kp_fc_ops, ip, 1, 0);
+		return r;
+	}
+	kp_fc_fn = fn;
+	r = ftrace_set_filter_ip(&kp_fc_ops, ip, 0, 0);
+	if (r)
+		return r;
+	r = register_ftrace_function(&kp_fc_ops);
+	if (r)
+		ftrace_set_filter_ip(&kp_fc_ops, ip, 1, 0);
+	return r;
+}
+
+bool kp_test_foreign_callback_via_list(void)
+{
+	return READ_ONCE(kp_fc_via_list);
+}

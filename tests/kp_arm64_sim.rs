@@ -269,12 +269,122 @@ fn arm64_fault_handler(t: &mut Test) {
     kp_expect_eq!(t, p.nmissed(), 0);
 }
 
+extern "C" {
+    fn kp_test_foreign_callback(ip: usize, f: extern "C" fn(), on: bool) -> core::ffi::c_int;
+    fn kp_test_foreign_callback_via_list() -> bool;
+    fn kp_test_c_target(value: core::ffi::c_int) -> core::ffi::c_int;
+}
+
+/// Counts its hits and calls `inner` (when set) from its pre handler; a
+/// post handler keeps the probe on its BRK (no boost, no jump).
+struct Nesting {
+    pre: AtomicUsize,
+    inner: bool,
+}
+
+impl kp::KprobeHandler for Nesting {
+    const POST_HANDLER: bool = true;
+
+    fn pre(&self, _p: &kp::Probe, _regs: &mut kp::Regs) -> kp::Next {
+        self.pre.fetch_add(1, Ordering::SeqCst);
+        if self.inner {
+            black_box(crate::targets::kp_kunit_target2(black_box(10)));
+        }
+        kp::Next::Continue
+    }
+
+    fn post(&self, _p: &kp::Probe, _regs: &mut kp::Regs) {}
+}
+
+/// What someone else's ftrace callback calls: the outer probed function.
+extern "C" fn foreign_callback_calls() {
+    black_box(crate::targets::kp_kunit_target(black_box(10)));
+}
+
+/// A probe hit inside someone else's ftrace callback, whose handler calls a
+/// second probed function. Where that callback runs through ftrace's list
+/// function (arm64-hardened: no CALL_OPS), the first BRK reaches the
+/// engine's hook one recursion level deep and a second BRK would be dropped
+/// by ftrace's guard and reach `die()` (the machine died here before): the
+/// engine counts the first as missed and runs no handler. Where it is
+/// called directly, the first probe's handler runs and the second, inside
+/// it, is missed, as any hit inside a handler. Either way the functions
+/// return their values.
+fn arm64_hit_inside_foreign_ftrace_callback(t: &mut Test) {
+    let f = kp_test_c_target as *const () as usize;
+    let outer = match kp::Kprobe::register(
+        Target::Symbol(c"kp_kunit_target"),
+        Nesting {
+            pre: AtomicUsize::new(0),
+            inner: true,
+        },
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "register outer: {:?}", e);
+            return;
+        }
+    };
+    let inner = match kp::Kprobe::register(
+        Target::Symbol(c"kp_kunit_target2"),
+        Nesting {
+            pre: AtomicUsize::new(0),
+            inner: false,
+        },
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "register inner: {:?}", e);
+            return;
+        }
+    };
+    // Outside any callback: both handlers would run; the outer's calls
+    // the inner's function inside it (missed there).
+    foreign_callback_calls();
+    kp_expect_eq!(t, outer.handler().pre.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, inner.nmissed(), 1);
+    // SAFETY: `f` is a C function of this module with an ftrace site; the
+    // callback is a plain function.
+    let r = unsafe { kp_test_foreign_callback(f, foreign_callback_calls, true) };
+    kp_expect_eq!(t, r, 0);
+    if r != 0 {
+        return;
+    }
+    // SAFETY: a C function of this module.
+    let v = unsafe { kp_test_c_target(black_box(7)) };
+    // SAFETY: registered above.
+    let r = unsafe { kp_test_foreign_callback(f, foreign_callback_calls, false) };
+    kp_expect_eq!(t, r, 0);
+    // SAFETY: reads a flag.
+    let via_list = unsafe { kp_test_foreign_callback_via_list() };
+    kp_expect_eq!(t, v, 7 / 3 + 1);
+    t.info(format_args!(
+        "the callback ran {}",
+        if via_list {
+            "through ftrace's list function"
+        } else {
+            "directly"
+        }
+    ));
+    if via_list {
+        kp_expect_eq!(t, outer.handler().pre.load(Ordering::SeqCst), 1);
+        kp_expect_eq!(t, outer.nmissed(), 1);
+        kp_expect_eq!(t, inner.nmissed(), 1);
+    } else {
+        kp_expect_eq!(t, outer.handler().pre.load(Ordering::SeqCst), 2);
+        kp_expect_eq!(t, outer.nmissed(), 0);
+        kp_expect_eq!(t, inner.nmissed(), 2);
+    }
+    kp_expect_eq!(t, inner.handler().pre.load(Ordering::SeqCst), 0);
+}
+
 kunit_suite!(
     kp_arm64_sim,
     "kp_arm64_sim",
     [
         arm64_simulated_classes,
         arm64_boosted_and_stepped,
-        arm64_fault_handler
+        arm64_fault_handler,
+        arm64_hit_inside_foreign_ftrace_callback
     ]
 );

@@ -42,6 +42,28 @@ static notrace void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_i
 						    (unsigned long)kp_arm64_brk_skip);
 }
 
+/*
+ * Whether handlers may run on this CPU now: not when this code runs one
+ * ftrace recursion level deep. ftrace's list function (every call site with
+ * more than one ftrace_ops, and every site on kernels without CALL_OPS,
+ * kCFI ones among them) runs its callbacks under a recursion bit and lets
+ * one nested level through on its transition bit, not two. Set, this hit
+ * came from inside an ftrace callback (someone else's, such as the function
+ * tracer's, or one that itself runs on the transition bit): a BRK in what
+ * its handlers call would be dropped by that guard before the hook above,
+ * reach the kernel's dispatcher and die() (a probe inside another tracer's
+ * callback whose handler calls another probed function). Such a hit counts
+ * as missed, as one inside a handler. Every arm64 hit path asks (the BRK,
+ * ftrace entries, jump-optimization detours).
+ */
+bool kp_helper_arm64_handlers_may_run(void);
+
+bool notrace kp_helper_arm64_handlers_may_run(void)
+{
+	return !trace_recursion_test(TRACE_LIST_START + TRACE_CTX_TRANSITION);
+}
+NOKPROBE_SYMBOL(kp_helper_arm64_handlers_may_run);
+
 static struct ftrace_ops kp_brk_ops = {
 	.func = kp_arm64_brk_ftrace,
 	/*
@@ -236,26 +258,6 @@ void kp_helper_isb(void)
 }
 
 /*
- * For the post and return trampolines, which mask DAIF themselves (or come
- * from an eret that did): with pseudo-NMIs the kernel masks interrupts by
- * priority (ICC_PMR_EL1), so irqs_disabled() and lockdep would still say
- * "on" inside the handlers. local_irq_save() sets the priority mask and
- * tells lockdep; restore puts back what the interrupted context had.
- */
-unsigned long kp_helper_arm64_irq_save(void)
-{
-	unsigned long flags;
-
-	local_irq_save(flags);
-	return flags;
-}
-
-void kp_helper_arm64_irq_restore(unsigned long flags)
-{
-	local_irq_restore(flags);
-}
-
-/*
  * A jump-optimized probe's redirect (arch/arm64/opt.rs): the new pc and
  * PSTATE, from the detour's handler call to the BRK that takes them, on
  * one CPU with DAIF masked throughout.
@@ -339,7 +341,6 @@ bool kp_helper_arm64_sw_pan(void)
 unsigned long kp_helper_arm64_raw_irq_save(void);
 void kp_helper_arm64_raw_irq_restore(unsigned long flags);
 bool kp_helper_arm64_regs_irqs_on(struct pt_regs *regs);
-void kp_helper_arm64_irq_trace(bool off);
 
 unsigned long notrace kp_helper_arm64_raw_irq_save(void)
 {
@@ -356,19 +357,72 @@ void notrace kp_helper_arm64_raw_irq_restore(unsigned long flags)
 }
 NOKPROBE_SYMBOL(kp_helper_arm64_raw_irq_restore);
 
-/* From the probed code's state in the detour's frame (DAIF as it found
- * it, the priority mask under pseudo-NMIs), not from the CPU's, which the
- * detour has masked: lockdep sees "off" for the handlers exactly when the
- * probed code had interrupts on. */
+/* Whether the probed code had interrupts on, from the detour's frame (DAIF
+ * as it found it, the priority mask under pseudo-NMIs), not from the CPU,
+ * which the detour has masked. */
 bool kp_helper_arm64_regs_irqs_on(struct pt_regs *regs)
 {
 	return interrupts_enabled(regs);
 }
 
-void kp_helper_arm64_irq_trace(bool off)
+/*
+ * The kernel's IRQ-state tracking told "off" for the handlers, which run
+ * with interrupts masked, if it believed them on; the way out gives it back
+ * what it believed, as the kernel's NMI and debug-exception entry and exit
+ * do (arm64_enter_nmi(), arm64_enter_el1_dbg()). Where lockdep follows the
+ * state (PROVE_LOCKING), its own belief decides: code that masks the raw
+ * way runs with interrupts off while lockdep thinks them on, and a post
+ * trampoline runs after a copy stepped with DAIF masked while lockdep,
+ * restored by the BRK's exit, thinks them on (without pseudo-NMIs,
+ * local_irq_save() there saw "disabled" and told lockdep nothing, so
+ * handlers ran with lockdep believing interrupts on). Without lockdep (irq
+ * tracing only) `was_on`, the probed code's state, decides. The same for
+ * every arm64 path that masks interrupts itself: the post and return
+ * trampolines and the detour of a jump-optimized probe.
+ */
+bool kp_helper_arm64_irq_trace_enter(bool was_on);
+void kp_helper_arm64_irq_trace_leave(bool traced);
+
+bool kp_helper_arm64_irq_trace_enter(bool was_on)
 {
-	if (off)
+#ifdef CONFIG_TRACE_IRQFLAGS
+	bool on = IS_ENABLED(CONFIG_PROVE_LOCKING) ? lockdep_hardirqs_enabled() : was_on;
+
+	if (on)
 		trace_hardirqs_off();
-	else
+	return on;
+#else
+	return false;
+#endif
+}
+
+void kp_helper_arm64_irq_trace_leave(bool traced)
+{
+#ifdef CONFIG_TRACE_IRQFLAGS
+	if (traced)
 		trace_hardirqs_on();
+#endif
+}
+
+/*
+ * The post and return trampolines mask DAIF themselves (or come from an
+ * eret into a copy that ran masked): the CPU's mask as the kernel sets it
+ * (the priority mask under pseudo-NMIs, which irqs_disabled() and the
+ * per-CPU checks read), then the IRQ-state tracking as above. Whether the
+ * code had interrupts on is the mask found here: the frame has DAIF
+ * masked on these paths.
+ */
+bool kp_helper_arm64_irqs_off_enter(unsigned long *flags);
+void kp_helper_arm64_irqs_off_leave(unsigned long flags, bool traced);
+
+bool kp_helper_arm64_irqs_off_enter(unsigned long *flags)
+{
+	raw_local_irq_save(*flags);
+	return kp_helper_arm64_irq_trace_enter(!raw_irqs_disabled_flags(*flags));
+}
+
+void kp_helper_arm64_irqs_off_leave(unsigned long flags, bool traced)
+{
+	kp_helper_arm64_irq_trace_leave(traced);
+	raw_local_irq_restore(flags);
 }

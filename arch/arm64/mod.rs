@@ -77,31 +77,64 @@ use kernel::prelude::*;
 extern "C" {
     fn kp_helper_this_cpu_ptr(p: *mut core::ffi::c_void) -> *mut core::ffi::c_void;
     fn kp_helper_counter_inc(c: *mut u64);
-    fn kp_helper_arm64_irq_save() -> core::ffi::c_ulong;
-    fn kp_helper_arm64_irq_restore(flags: core::ffi::c_ulong);
+    fn kp_helper_arm64_irqs_off_enter(flags: *mut core::ffi::c_ulong) -> bool;
+    fn kp_helper_arm64_irqs_off_leave(flags: core::ffi::c_ulong, traced: bool);
+    fn kp_helper_arm64_irq_trace_enter(was_on: bool) -> bool;
+    fn kp_helper_arm64_irq_trace_leave(traced: bool);
+    fn kp_helper_arm64_handlers_may_run() -> bool;
 }
 
-/// `local_irq_save()` for the scope of a value, in the trampolines that mask
-/// DAIF themselves (the post and return paths; the BRK path is an exception,
-/// whose entry code already raised the priority mask). With pseudo-NMIs the
-/// kernel masks interrupts by priority, not DAIF: without this,
-/// `irqs_disabled()` and lockdep would say "enabled" inside the handlers.
-pub(crate) struct IrqsOff(core::ffi::c_ulong);
+/// The kernel's IRQ-state tracking (lockdep, the irqsoff tracer) told
+/// "off" for the scope of a value, for handlers that run with interrupts
+/// masked by the engine's own code, and given back what it believed at the
+/// end, as the kernel's NMI entry and exit do (`helpers.c`). Where lockdep
+/// follows the state its belief decides; else `was_on`, whether the probed
+/// code had interrupts on. Used by every path that masks interrupts itself
+/// (the post and return trampolines through [`IrqsOff`], the detour of a
+/// jump-optimized probe); the BRK path is an exception, whose entry code
+/// does the same.
+pub(crate) struct IrqTrace(bool);
+
+impl IrqTrace {
+    /// Interrupts are masked on this CPU.
+    pub(crate) fn new(was_on: bool) -> Self {
+        // SAFETY: interrupts are masked on this CPU (the caller's).
+        Self(unsafe { kp_helper_arm64_irq_trace_enter(was_on) })
+    }
+}
+
+impl Drop for IrqTrace {
+    fn drop(&mut self) {
+        // SAFETY: what `new` told, on the same CPU, still masked.
+        unsafe { kp_helper_arm64_irq_trace_leave(self.0) };
+    }
+}
+
+/// Interrupts masked the kernel's way for the scope of a value, in the
+/// trampolines that mask DAIF themselves (the post and return paths): the
+/// priority mask under pseudo-NMIs, where only it makes `irqs_disabled()`
+/// and the per-CPU checks see "disabled", then [`IrqTrace`].
+pub(crate) struct IrqsOff {
+    flags: core::ffi::c_ulong,
+    traced: bool,
+}
 
 impl IrqsOff {
     /// Masks interrupts the kernel's way (a no-op for the CPU: DAIF is
     /// already masked) until the value is dropped.
     pub(crate) fn new() -> Self {
-        // SAFETY: local_irq_save() from any context.
-        Self(unsafe { kp_helper_arm64_irq_save() })
+        let mut flags = 0;
+        // SAFETY: any context; `flags` is a local.
+        let traced = unsafe { kp_helper_arm64_irqs_off_enter(&mut flags) };
+        Self { flags, traced }
     }
 }
 
 impl Drop for IrqsOff {
     fn drop(&mut self) {
-        // SAFETY: the flags `new` saved, on the same CPU (interrupts masked
-        // throughout).
-        unsafe { kp_helper_arm64_irq_restore(self.0) };
+        // SAFETY: what `new` saved and told, on the same CPU (interrupts
+        // masked throughout).
+        unsafe { kp_helper_arm64_irqs_off_leave(self.flags, self.traced) };
     }
 }
 
@@ -721,6 +754,15 @@ impl Refusals for Arch {
 impl Traps for Arch {
     /// Backend name, for messages.
     const NAME: &'static str = "arm64";
+
+    /// Not one ftrace recursion level deep (`helpers.c`): a BRK hit in
+    /// what the handlers call would be dropped by ftrace's guard on the
+    /// BRK hook and reach `die()`.
+    #[inline(always)]
+    fn handlers_may_run() -> bool {
+        // SAFETY: reads the current task's ftrace recursion bits.
+        unsafe { kp_helper_arm64_handlers_may_run() }
+    }
 
     /// Arch set-up at engine load.
     fn init() -> Result {

@@ -45,7 +45,7 @@
 //! is published, the jump is written after every task left, and taken off
 //! (BRK back) before a post or fault handler may run.
 
-use super::{decode, patch, read_insn, Arch, KP_BRK_IMM};
+use super::{decode, patch, read_insn, Arch, IrqTrace, KP_BRK_IMM};
 use crate::arch::{Jumps, OptPoint, Refusal};
 use crate::slots;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -137,32 +137,7 @@ extern "C" {
     fn kp_helper_arm64_raw_irq_save() -> core::ffi::c_ulong;
     fn kp_helper_arm64_raw_irq_restore(flags: core::ffi::c_ulong);
     fn kp_helper_arm64_regs_irqs_on(regs: *mut bindings::pt_regs) -> bool;
-    fn kp_helper_arm64_irq_trace(off: bool);
     fn kp_helper_arm64_sw_pan() -> bool;
-}
-
-/// The kernel's IRQ-state tracking told "off" for the scope of a value,
-/// when the probed code had interrupts on (`true`; decided from the
-/// detour's frame: the CPU's own mask is already set).
-struct IrqTrace(bool);
-
-impl IrqTrace {
-    fn new(was_on: bool) -> Self {
-        if was_on {
-            // SAFETY: interrupts are masked on this CPU.
-            unsafe { kp_helper_arm64_irq_trace(true) };
-        }
-        Self(was_on)
-    }
-}
-
-impl Drop for IrqTrace {
-    fn drop(&mut self) {
-        if self.0 {
-            // SAFETY: as in `new`.
-            unsafe { kp_helper_arm64_irq_trace(false) };
-        }
-    }
 }
 
 /// How `kp_arm64_opt_common` leaves (its `cbnz`/`tbnz`).
