@@ -23,6 +23,10 @@
 //!   the kernel decides, both work or the kernel refuses, and the function
 //!   returns the right value; unregistering in either order restores the
 //!   text.
+//! - x86_64, the engine's first, on its int3 or jump-optimized, the
+//!   kernel's without a post handler (optimizable) before it or just after
+//!   it: the kernel never jumps over the engine's probe, one inside the
+//!   engine's jump is refused, everything registered sees every call.
 //! - The engine's disabled (its text restored), the kernel's arrives at
 //!   the same instruction: enabling the engine's is refused (`-EBUSY`, the
 //!   byte is not the original one any more) and leaves it disabled; the
@@ -254,6 +258,97 @@ fn kernel_optimized_first(t: &mut Test) {
     call_checks(t, "after both went");
 }
 
+/// x86_64: the engine's first, then the kernel's kprobe without a post
+/// handler (which the kernel's optimizer jump-optimizes where it can), the
+/// engine's on its int3 or jump-optimized, the kernel's before it or just
+/// after it. Whatever each side decides (the kernel must not jump over the
+/// engine's int3 or jump: its copy would carry them into its detour), the
+/// function returns the right value, every registered probe sees every
+/// call, and unregistering in either order gives the text back.
+#[cfg(CONFIG_X86_64)]
+fn engine_first_kernel_unposted(t: &mut Test) {
+    let [a, b, c] = insns();
+    let words = [text_word(a), text_word(b), text_word(c)];
+    let back = || [text_word(a), text_word(b), text_word(c)] == words;
+    let sleep = |ms| {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(ms) }
+    };
+    for engine_jumped in [false, true] {
+        for kernel_at in [a, c] {
+            HITS.store(0, Ordering::SeqCst);
+            let mut p = engine_probe(b);
+            if !engine_jumped {
+                p.post_handler = Some(no_post);
+            }
+            kp_expect_eq!(t, register(&mut p), 0);
+            let mut waited = 0;
+            while engine_jumped && p.flags & crate::kp::KP_FLAG_OPTIMIZED == 0 && waited < 5000 {
+                sleep(10);
+                waited += 10;
+            }
+            let ours = p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0;
+            kp_expect_eq!(t, ours, engine_jumped, "the engine's jump-optimized");
+            // SAFETY: a kernel kprobe without post handler on this module's
+            // own function.
+            let r = unsafe { kp_test_kernel_kprobe_at(kernel_at, true, false) };
+            // The kernel's optimizer runs a few jiffies after a
+            // registration.
+            sleep(300);
+            let theirs = r == 0 && text_word(kernel_at) & 0xff == 0xe9;
+            t.info(format_args!(
+                "engine at +{:#x} ({}), the kernel's at +{:#x}: {}{}",
+                b - a,
+                if ours { "jump" } else { "int3" },
+                kernel_at - a,
+                r,
+                if theirs { ", jump-optimized" } else { "" }
+            ));
+            // A jump covers 5 bytes.
+            if kernel_at == c && ours && c < b + 5 {
+                // Inside the engine's jump: not an instruction boundary any
+                // more (the kernel decodes through the jump).
+                kp_expect!(
+                    t,
+                    r < 0,
+                    "the kernel's probe inside the engine's jump: {}",
+                    r
+                );
+            }
+            if kernel_at == a && r == 0 && b < a + 5 {
+                // Its jump would cover the engine's int3 or jump.
+                kp_expect!(t, !theirs, "the kernel jumped over the engine's probe");
+            }
+            call_checks(t, "the engine's first, the kernel's unposted");
+            kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
+            if r == 0 {
+                // SAFETY: reads a counter of the C helper.
+                kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+            }
+            // Either order: the kernel's first when the engine's is on its
+            // int3, the engine's first when it is jump-optimized.
+            if engine_jumped {
+                unregister(&mut p);
+            }
+            if r == 0 {
+                // SAFETY: registered above.
+                unsafe { kp_test_kernel_kprobe_at(kernel_at, false, false) };
+            }
+            if !engine_jumped {
+                unregister(&mut p);
+            }
+            // The kernel unoptimizes in its optimizer's next run.
+            let mut waited = 0;
+            while !back() && waited < 5000 {
+                sleep(10);
+                waited += 10;
+            }
+            kp_expect!(t, back(), "the text back after {} ms", waited);
+            call_checks(t, "after both went");
+        }
+    }
+}
+
 fn kernel_while_disabled(t: &mut Test) {
     let [_, b, _] = insns();
     let wb = text_word(b);
@@ -306,6 +401,7 @@ kunit_suite!(
         kernel_first,
         engine_first,
         kernel_optimized_first,
+        engine_first_kernel_unposted,
         kernel_while_disabled
     ]
 );
