@@ -473,6 +473,31 @@ fn toggle_while_other_cpu_calls(t: &mut Test) {
     }
     kp_expect_eq!(t, after, hits + 1);
     kp_expect_eq!(t, b.nmissed, 0, "after the last call");
+    // And on each CPU in turn, 1,000 calls, 1,000 hits: a hit state left
+    // busy on one CPU, or stale text seen by one, shows here every time.
+    for cpu in 0..2u32 {
+        let before = HITS_B.load(Ordering::SeqCst);
+        STOP.store(false, Ordering::SeqCst);
+        DONE.store(false, Ordering::SeqCst);
+        let Ok(w) = Worker::start(caller, 1000, Some(cpu)) else {
+            kp_expect!(t, false, "cannot start the worker on CPU {}", cpu);
+            break;
+        };
+        while !DONE.load(Ordering::SeqCst) {
+            // SAFETY: process context.
+            unsafe { bindings::msleep(1) };
+        }
+        drop(w);
+        kp_expect_eq!(t, CALLS.load(Ordering::SeqCst), 1000, "CPU {}", cpu);
+        kp_expect_eq!(
+            t,
+            HITS_B.load(Ordering::SeqCst) - before,
+            1000,
+            "CPU {}",
+            cpu
+        );
+        kp_expect_eq!(t, b.nmissed, 0, "CPU {}", cpu);
+    }
     unregister(&mut b);
     kp_expect_eq!(t, HANDLER_ERRORS.load(Ordering::SeqCst), 0);
 }
