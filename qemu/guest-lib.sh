@@ -132,6 +132,24 @@ run_access() {
 	check access-nonroot-nothing-defined sh -c "! grep -q kp_nobody $KP/kprobe_events"
 }
 
+# --- the probe-event files in tracefs (/sys/kernel/tracing/kp/) ----------------
+# The same files as in debugfs, one set of events behind both.
+run_events_tracefs() {
+	TK=$T/kp
+	check tracefs-files sh -c "[ -f $TK/kprobe_events ] && [ -f $TK/kprobe_profile ] && [ -f $TK/error_log ]"
+	check tracefs-modes [ "$(stat -c %a $TK/kprobe_events $TK/error_log $TK/kprobe_profile | tr '\n' ' ')" = '600 600 400 ' ]
+	check tracefs-define sh -c "echo 'p:kp_tfs/t do_sys_open' >>$TK/kprobe_events"
+	check tracefs-listed-both sh -c "grep -qx 'p:kp_tfs/t do_sys_open' $TK/kprobe_events && grep -qx 'p:kp_tfs/t do_sys_open' $E && [ -d $T/events/kp_tfs/t ]"
+	echo 1 >$T/events/kp_tfs/t/enable
+	activity
+	echo 0 >$T/events/kp_tfs/t/enable
+	check tracefs-profile grep -qE '^ +t +[1-9][0-9]* +0$' $TK/kprobe_profile
+	echo >$TK/error_log
+	check tracefs-error-log sh -c "! echo 'p:kp_tfs/bad no_such_function_kp' >>$TK/kprobe_events 2>/dev/null && grep -qF 'Invalid probed address or symbol' $TK/error_log && grep -qF 'Invalid probed address or symbol' $KP/error_log"
+	check tracefs-nonroot-no-events sh -c "! as_nobody 'echo p:kp_nobody do_sys_open >>$TK/kprobe_events' 2>/dev/null && ! grep -q kp_nobody $E"
+	check tracefs-remove sh -c "echo '-:kp_tfs/t' >>$TK/kprobe_events && ! grep -q kp_tfs $E && [ ! -d $T/events/kp_tfs ]"
+}
+
 # --- kprobe_events: the tutorial sequence on the real trace buffer ------------
 E=$KP/kprobe_events
 T=/sys/kernel/tracing

@@ -77,6 +77,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	check readme-client-kretprobe has 'my_probe: kernel_clone\(args 0x[0-9a-f]+\) returned [1-9][0-9]*$'
 	check readme-client-unload has 'my_probe: [1-9][0-9]* opens seen'
 	run_events
+	run_events_tracefs
 	run_events_bpf
 	run_events_listing_vs_kernel
 	run_events_retprobe_args_vs_kernel

@@ -16,6 +16,12 @@
 //! - `kprobe_events`, `kprobe_profile`, `error_log`: probe events defined by
 //!   text (see `events/`).
 //!
+//! The probe-event files (`kprobe_events`, `kprobe_profile`, `error_log`)
+//! are also in tracefs, `/sys/kernel/tracing/kp/`, for machines without
+//! debugfs; that needs the kernel's unexported `tracefs_create_dir()`,
+//! `tracefs_create_file()` and `tracefs_remove()`, resolved by name at load
+//! (missing: debugfs only, said once in the log).
+//!
 //! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
 //! is produced here.
 
@@ -39,6 +45,19 @@ extern "C" {
     fn kp_helper_debugfs_exit();
     fn kp_helper_debugfs_events_file(name: *const c_char, which: c_ulong);
     fn kp_helper_seq_write(m: *mut c_void, data: *const c_char, len: usize);
+    fn kp_helper_tracefs_init(
+        create_dir: usize,
+        create_file: usize,
+        remove: usize,
+        dir: *const c_char,
+    ) -> kernel::ffi::c_int;
+    fn kp_helper_tracefs_file(
+        name: *const c_char,
+        mode: u16,
+        which: c_ulong,
+        events: bool,
+    ) -> kernel::ffi::c_int;
+    fn kp_helper_tracefs_exit();
 }
 
 /// A `core::fmt::Write` into a seq_file.
@@ -52,8 +71,9 @@ impl core::fmt::Write for Seq {
     }
 }
 
-/// Creates the directory and files.
+/// Creates the directories and files.
 pub(crate) fn init() -> Result {
+    tracefs_init();
     // SAFETY: a NUL-terminated name.
     let r = unsafe { kp_helper_debugfs_init(c_str!("kp").as_char_ptr()) };
     if r != 0 {
@@ -82,8 +102,46 @@ pub(crate) fn init() -> Result {
     Ok(())
 }
 
+/// `/sys/kernel/tracing/kp/`: the probe-event files, as in debugfs.
+fn tracefs_init() {
+    let f = |n| crate::symbols::lookup_function(n);
+    let (Some(dir), Some(file), Some(remove)) = (
+        f(c_str!("tracefs_create_dir")),
+        f(c_str!("tracefs_create_file")),
+        f(c_str!("tracefs_remove")),
+    ) else {
+        pr_warn!("tracefs functions not found: probe-event files in debugfs only\n");
+        return;
+    };
+    // SAFETY: the three are the kernel's tracefs functions (or their gates),
+    // resolved by name; a NUL-terminated name.
+    let r = unsafe { kp_helper_tracefs_init(dir, file, remove, c_str!("kp").as_char_ptr()) };
+    if r != 0 {
+        pr_warn!(
+            "tracefs directory kp: {}; probe-event files in debugfs only\n",
+            r
+        );
+        return;
+    }
+    let files: [(&CStr, u16, c_ulong, bool); 3] = [
+        (c_str!("kprobe_events"), 0o600, EVENTS, true),
+        (c_str!("kprobe_profile"), 0o400, PROFILE, false),
+        (c_str!("error_log"), 0o600, ERROR_LOG, false),
+    ];
+    for (name, mode, which, events) in files {
+        // SAFETY: NUL-terminated static names; the directory exists.
+        let r = unsafe { kp_helper_tracefs_file(name.as_char_ptr(), mode, which, events) };
+        if r != 0 {
+            pr_warn!("tracefs file kp/{}: {}\n", name, r);
+        }
+    }
+}
+
 /// Removes the files; afterwards no callback runs.
 pub(crate) fn exit() {
+    // SAFETY: removes what `tracefs_init` made (nothing if it made
+    // nothing); open files hold this module (their fops' owner).
+    unsafe { kp_helper_tracefs_exit() };
     // SAFETY: debugfs_remove() of our directory (or of an error pointer,
     // which it ignores) waits for running file operations.
     unsafe { kp_helper_debugfs_exit() };

@@ -514,6 +514,45 @@ void kp_helper_debugfs_exit(void)
 	debugfs_remove(kp_debugfs_dir);
 }
 
+/*
+ * The same probe-event files in tracefs, /sys/kernel/tracing/<dir>/, for
+ * machines without debugfs (debugfs=off, lockdown). tracefs_create_dir(),
+ * tracefs_create_file() and tracefs_remove() are not exported: src/debugfs.rs
+ * resolves them by name and passes them in (src/kfuncs.c calls them); none
+ * found, no tracefs files. The files' fops hold this module while open
+ * (.owner), as tracefs has no removal proxy as debugfs has.
+ */
+static struct dentry *kp_tracefs_dir;
+static void *kp_tracefs_create_file_fn, *kp_tracefs_remove_fn;
+
+int kp_helper_tracefs_init(void *create_dir, void *create_file, void *remove, const char *dir)
+{
+	struct dentry *d = kp_call_tracefs_create_dir(create_dir, dir, NULL);
+
+	if (IS_ERR_OR_NULL(d))
+		return d ? PTR_ERR(d) : -ENOMEM;
+	kp_tracefs_dir = d;
+	kp_tracefs_create_file_fn = create_file;
+	kp_tracefs_remove_fn = remove;
+	return 0;
+}
+
+int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, bool events)
+{
+	struct dentry *d;
+
+	d = kp_call_tracefs_create_file(kp_tracefs_create_file_fn, name, mode, kp_tracefs_dir,
+					(void *)which, events ? &kp_events_fops : &kp_seq_fops);
+	return IS_ERR_OR_NULL(d) ? (d ? PTR_ERR(d) : -ENOMEM) : 0;
+}
+
+void kp_helper_tracefs_exit(void)
+{
+	if (kp_tracefs_dir)
+		kp_call_tracefs_remove(kp_tracefs_remove_fn, kp_tracefs_dir);
+	kp_tracefs_dir = NULL;
+}
+
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len)
 {
 	seq_write(m, data, len);

@@ -46,6 +46,13 @@ int kp_call_text_reserved(void *fn, unsigned int which, void *lock, void *unlock
 			  void *end);
 unsigned long kp_call_ftrace_graph_ret_addr(void *fn, unsigned long ret, unsigned long *retp);
 void kp_call_tracing_reset_all_online_cpus(void *fn);
+struct dentry;
+struct file_operations;
+struct dentry *kp_call_tracefs_create_dir(void *fn, const char *name, struct dentry *parent);
+struct dentry *kp_call_tracefs_create_file(void *fn, const char *name, umode_t mode,
+					   struct dentry *parent, void *data,
+					   const struct file_operations *fops);
+void kp_call_tracefs_remove(void *fn, struct dentry *dentry);
 struct trace_event_call;
 unsigned int kp_call_trace_call_bpf(void *fn, struct trace_event_call *call, void *ctx);
 int kp_call_stop_machine_cpuslocked(void *fn, int (*cb)(void *), void *data,
@@ -109,6 +116,9 @@ int kp_helper_debugfs_init(const char *dir);
 void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which);
 void kp_helper_debugfs_exit(void);
 void kp_helper_debugfs_events_file(const char *name, unsigned long which);
+int kp_helper_tracefs_init(void *create_dir, void *create_file, void *remove, const char *dir);
+int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, bool events);
+void kp_helper_tracefs_exit(void);
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 
 /* jump optimization (src/optimize.rs) */

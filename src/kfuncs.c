@@ -33,6 +33,7 @@
 #include <linux/static_call.h>
 #include <linux/stop_machine.h>
 #include <linux/sched.h>
+#include <linux/tracefs.h>
 #ifdef CONFIG_X86
 #include <asm/alternative.h>
 #endif
@@ -162,6 +163,24 @@ KP_KCALL unsigned int kp_call_trace_call_bpf(void *fn, struct trace_event_call *
 KP_KCALL void kp_call_tracing_reset_all_online_cpus(void *fn)
 {
 	KP_FN(tracing_reset_all_online_cpus, fn)();
+}
+
+KP_KCALL struct dentry *kp_call_tracefs_create_dir(void *fn, const char *name,
+						   struct dentry *parent)
+{
+	return KP_FN(tracefs_create_dir, fn)(name, parent);
+}
+
+KP_KCALL struct dentry *kp_call_tracefs_create_file(void *fn, const char *name, umode_t mode,
+						    struct dentry *parent, void *data,
+						    const struct file_operations *fops)
+{
+	return KP_FN(tracefs_create_file, fn)(name, mode, parent, data, fops);
+}
+
+KP_KCALL void kp_call_tracefs_remove(void *fn, struct dentry *dentry)
+{
+	KP_FN(tracefs_remove, fn)(dentry);
 }
 
 KP_KCALL int kp_call_stop_machine_cpuslocked(void *fn, cpu_stop_fn_t cb, void *data,
