@@ -23,7 +23,7 @@ struct kp_tev;
 void kp_events_lock(void);
 void kp_events_unlock(void);
 struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
-			     char *print_fmt, bool is_return);
+			     char *print_fmt, bool is_return, ssize_t fixed_args);
 int kp_tev_register(struct kp_tev *t);
 int kp_tev_unregister(struct kp_tev *t);
 void kp_tev_free(struct kp_tev *t);
@@ -80,6 +80,7 @@ struct kp_tev {
 	struct list_head files;		/* kp_file_link, RCU */
 	struct list_head probes;	/* trace_probe_event.probes: empty */
 	void *owner;			/* the Rust event */
+	ssize_t fixed_args;		/* the arguments' bytes, -1: strings */
 	bool is_return;
 	bool registered;
 	atomic_t perf_users;		/* perf events attached */
@@ -270,9 +271,11 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 	}
 }
 
-/* A new, unregistered event; the strings must outlive it. */
+/* A new, unregistered event; the strings must outlive it. fixed_args: the
+ * bytes of its arguments in every record, or -1 when they depend on the hit
+ * (strings: measured at each one). */
 struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
-			     char *print_fmt, bool is_return)
+			     char *print_fmt, bool is_return, ssize_t fixed_args)
 {
 	struct kp_tev *t = kzalloc(sizeof(*t), GFP_KERNEL);
 
@@ -282,6 +285,7 @@ struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
 	INIT_LIST_HEAD(&t->probes);
 	INIT_LIST_HEAD(&t->class.fields);
 	t->owner = owner;
+	t->fixed_args = fixed_args;
 	t->is_return = is_return;
 	t->class.system = group;
 	t->class.fields_array = kp_fields_array;
@@ -442,13 +446,16 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 	struct kp_file_link *l;
 	size_t head = t->is_return ? sizeof(struct kp_ret_entry_head)
 				   : sizeof(struct kp_entry_head);
-	/* The arguments' size, measured once per hit, when first needed. */
-	ssize_t size = -1;
+	/* The arguments' size: fixed, or measured once per hit, when first
+	 * needed. */
+	ssize_t size = t->fixed_args;
 
 	/* The trace and perf buffers want preemption off in the counter too,
-	 * not only interrupts (the kretprobe trampoline only masks them). */
+	 * not only interrupts (the kretprobe trampoline only masks them). With
+	 * preemption off this is an RCU reader for t->files, as the kernel's
+	 * kprobe events walk their links from the kprobe handler: no
+	 * rcu_read_lock(), an out-of-line call each way on PREEMPT_RCU. */
 	preempt_disable_notrace();
-	rcu_read_lock();
 	list_for_each_entry_rcu(l, &t->files, list) {
 		struct trace_event_file *file = l->file;
 		struct trace_event_buffer fbuffer;
@@ -466,7 +473,6 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		kp_ev_store_args(t->owner, regs, edata, entry, head, size);
 		trace_event_buffer_commit(&fbuffer);
 	}
-	rcu_read_unlock();
 #ifdef CONFIG_PERF_EVENTS
 	if (atomic_read(&t->perf_users))
 		kp_tev_perf(t, regs, ip, ret_ip, edata, head, size);

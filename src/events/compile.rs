@@ -131,13 +131,21 @@ pub(super) fn compile_arg(
     if w.1 {
         return Err((ErrKind::FailRegProbe, ENOMEM));
     }
+    let nops = a.program().len();
+    let reg = match (nops, ops.first(), a.ty) {
+        (_, _, Type::Bitfield { .. }) => None,
+        (_, _, t) if t.is_string() => None,
+        (1, Some(&COp::Reg(r)), _) => Some(r),
+        _ => None,
+    };
     Ok(Arg {
         name,
         ops,
-        nops: a.program().len(),
+        nops,
         ty: a.ty,
         offset,
         size: field_type(a.ty).1,
+        reg,
     })
 }
 

@@ -136,6 +136,12 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
             // The trace event first (not yet visible): the probe may fire
             // as soon as it is registered, and records need the event.
             let owner = (&mut *ev as *mut Event).cast::<c_void>();
+            // Without strings every record's arguments take the same bytes.
+            let fixed_args = if ev.args.iter().any(|a| a.ty.is_string()) {
+                -1
+            } else {
+                isize::try_from(ev.fixed).unwrap_or(-1)
+            };
             // SAFETY: the strings live in `ev`, which outlives the event.
             ev.tev = unsafe {
                 kp_tev_create(
@@ -144,6 +150,7 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
                     ev.name.as_ptr(),
                     ev.print_fmt.as_mut_ptr(),
                     ev.is_return,
+                    fixed_args,
                 )
             };
             if ev.tev.is_null() {

@@ -68,6 +68,7 @@ extern "C" {
         name: *const c_char,
         print_fmt: *mut c_char,
         is_return: bool,
+        fixed_args: isize,
     ) -> *mut c_void;
     fn kp_tev_register(t: *mut c_void) -> c_int;
     fn kp_tev_unregister(t: *mut c_void) -> c_int;
@@ -121,6 +122,11 @@ pub(super) struct Arg {
     pub(super) offset: usize,
     /// Bytes in the fixed part (4 for strings: a `__data_loc`).
     pub(super) size: usize,
+    /// The `pt_regs` word the value is, when the program is one register
+    /// read into a plain field (no bitfield, no string): the hit stores it
+    /// straight, without running the program (most arguments; each
+    /// program run cost about 100 ns under TCG, its indirect branches).
+    pub(super) reg: Option<u16>,
 }
 
 /// One event. `rp` comes first so that the engine's probe pointer is the

@@ -100,7 +100,16 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
             // One store per field: a copy of a length known only at run
             // time is an out-of-line memcpy(), `rep movsb` on x86_64,
             // which QEMU's TCG runs byte by byte.
-            let v = fetch_value(a, hit);
+            let v = match a.reg {
+                // SAFETY: `r` indexes `struct pt_regs` words, from the
+                // arch's register table (as `fetch::run`'s `Reg`).
+                Some(r) => unsafe {
+                    *(hit.regs as *const pt_regs)
+                        .cast::<u64>()
+                        .add(usize::from(r))
+                },
+                None => fetch_value(a, hit),
+            };
             if let Ok(f) = <&mut [u8; 8]>::try_from(&mut *field) {
                 *f = v.to_ne_bytes();
             } else if let Ok(f) = <&mut [u8; 4]>::try_from(&mut *field) {
