@@ -54,15 +54,11 @@ static notrace void kp_arm64_brk_ftrace(unsigned long ip, unsigned long parent_i
  * reach the kernel's dispatcher and die() (a probe inside another tracer's
  * callback whose handler calls another probed function). Such a hit counts
  * as missed, as one inside a handler. Every arm64 hit path asks (the BRK,
- * ftrace entries, jump-optimization detours).
+ * ftrace entries, jump-optimization detours), reading the current task's
+ * trace_recursion against this bit inline (arch/arm64/mod.rs).
  */
-bool kp_helper_arm64_handlers_may_run(void);
-
-bool notrace kp_helper_arm64_handlers_may_run(void)
-{
-	return !trace_recursion_test(TRACE_LIST_START + TRACE_CTX_TRANSITION);
-}
-NOKPROBE_SYMBOL(kp_helper_arm64_handlers_may_run);
+extern const unsigned long kp_trace_list_transition;
+const unsigned long kp_trace_list_transition = BIT(TRACE_LIST_START + TRACE_CTX_TRANSITION);
 
 static struct ftrace_ops kp_brk_ops = {
 	.func = kp_arm64_brk_ftrace,

@@ -81,7 +81,9 @@ extern "C" {
     fn kp_helper_arm64_irqs_off_leave(flags: core::ffi::c_ulong, traced: bool);
     fn kp_helper_arm64_irq_trace_enter(was_on: bool) -> bool;
     fn kp_helper_arm64_irq_trace_leave(traced: bool);
-    fn kp_helper_arm64_handlers_may_run() -> bool;
+    /// The list function's transition bit in `task_struct::trace_recursion`
+    /// (`helpers.c`).
+    static kp_trace_list_transition: kernel::ffi::c_ulong;
 }
 
 /// The kernel's IRQ-state tracking (lockdep, the irqsoff tracer) told
@@ -760,8 +762,25 @@ impl Traps for Arch {
     /// BRK hook and reach `die()`.
     #[inline(always)]
     fn handlers_may_run() -> bool {
-        // SAFETY: reads the current task's ftrace recursion bits.
-        unsafe { kp_helper_arm64_handlers_may_run() }
+        let task: *const bindings::task_struct;
+        // SAFETY: in the kernel `sp_el0` holds `current` (arm64's
+        // `get_current()`).
+        unsafe {
+            core::arch::asm!(
+                "mrs {}, sp_el0",
+                out(reg) task,
+                options(nomem, nostack, preserves_flags)
+            )
+        };
+        // SAFETY: `current` is live while it runs; only it writes its
+        // recursion word; the mask is a constant of `helpers.c`.
+        let (word, bit) = unsafe {
+            (
+                core::ptr::read_volatile(core::ptr::addr_of!((*task).trace_recursion)),
+                kp_trace_list_transition,
+            )
+        };
+        word & bit == 0
     }
 
     /// Arch set-up at engine load.
