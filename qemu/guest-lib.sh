@@ -133,6 +133,10 @@ run_access() {
 }
 
 # --- the probe-event files in tracefs (/sys/kernel/tracing/kp/) ----------------
+nobody_cannot_define_tracefs() {
+	! as_nobody "echo p:kp_nobody do_sys_open >>$T/kp/kprobe_events" 2>/dev/null &&
+		! grep -q kp_nobody $E
+}
 # The same files as in debugfs, one set of events behind both.
 run_events_tracefs() {
 	TK=$T/kp
@@ -146,7 +150,7 @@ run_events_tracefs() {
 	check tracefs-profile grep -qE '^ +t +[1-9][0-9]* +0$' $TK/kprobe_profile
 	echo >$TK/error_log
 	check tracefs-error-log sh -c "! echo 'p:kp_tfs/bad no_such_function_kp' >>$TK/kprobe_events 2>/dev/null && grep -qF 'Invalid probed address or symbol' $TK/error_log && grep -qF 'Invalid probed address or symbol' $KP/error_log"
-	check tracefs-nonroot-no-events sh -c "! as_nobody 'echo p:kp_nobody do_sys_open >>$TK/kprobe_events' 2>/dev/null && ! grep -q kp_nobody $E"
+	check tracefs-nonroot-no-events nobody_cannot_define_tracefs
 	check tracefs-remove sh -c "echo '-:kp_tfs/t' >>$TK/kprobe_events && ! grep -q kp_tfs $E && [ ! -d $T/events/kp_tfs ]"
 }
 

@@ -529,8 +529,9 @@ int kp_helper_tracefs_init(void *create_dir, void *create_file, void *remove, co
 {
 	struct dentry *d = kp_call_tracefs_create_dir(create_dir, dir, NULL);
 
+	/* NULL: not created (lockdown, a name taken, no memory). */
 	if (IS_ERR_OR_NULL(d))
-		return d ? PTR_ERR(d) : -ENOMEM;
+		return d ? PTR_ERR(d) : -ENOENT;
 	kp_tracefs_dir = d;
 	kp_tracefs_create_file_fn = create_file;
 	kp_tracefs_remove_fn = remove;
@@ -543,7 +544,7 @@ int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, 
 
 	d = kp_call_tracefs_create_file(kp_tracefs_create_file_fn, name, mode, kp_tracefs_dir,
 					(void *)which, events ? &kp_events_fops : &kp_seq_fops);
-	return IS_ERR_OR_NULL(d) ? (d ? PTR_ERR(d) : -ENOMEM) : 0;
+	return IS_ERR_OR_NULL(d) ? (d ? PTR_ERR(d) : -ENOENT) : 0;
 }
 
 void kp_helper_tracefs_exit(void)

@@ -379,7 +379,7 @@ bool kp_helper_arm64_regs_irqs_on(struct pt_regs *regs)
 bool kp_helper_arm64_irq_trace_enter(bool was_on);
 void kp_helper_arm64_irq_trace_leave(bool traced);
 
-bool kp_helper_arm64_irq_trace_enter(bool was_on)
+bool notrace kp_helper_arm64_irq_trace_enter(bool was_on)
 {
 #ifdef CONFIG_TRACE_IRQFLAGS
 	bool on = IS_ENABLED(CONFIG_PROVE_LOCKING) ? lockdep_hardirqs_enabled() : was_on;
@@ -392,7 +392,7 @@ bool kp_helper_arm64_irq_trace_enter(bool was_on)
 #endif
 }
 
-void kp_helper_arm64_irq_trace_leave(bool traced)
+void notrace kp_helper_arm64_irq_trace_leave(bool traced)
 {
 #ifdef CONFIG_TRACE_IRQFLAGS
 	if (traced)
@@ -411,13 +411,13 @@ void kp_helper_arm64_irq_trace_leave(bool traced)
 bool kp_helper_arm64_irqs_off_enter(unsigned long *flags);
 void kp_helper_arm64_irqs_off_leave(unsigned long flags, bool traced);
 
-bool kp_helper_arm64_irqs_off_enter(unsigned long *flags)
+bool notrace kp_helper_arm64_irqs_off_enter(unsigned long *flags)
 {
 	raw_local_irq_save(*flags);
 	return kp_helper_arm64_irq_trace_enter(!raw_irqs_disabled_flags(*flags));
 }
 
-void kp_helper_arm64_irqs_off_leave(unsigned long flags, bool traced)
+void notrace kp_helper_arm64_irqs_off_leave(unsigned long flags, bool traced)
 {
 	kp_helper_arm64_irq_trace_leave(traced);
 	raw_local_irq_restore(flags);
