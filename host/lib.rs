@@ -7,6 +7,13 @@
 #[path = "../arch/x86_64/decode.rs"]
 pub mod x86_decode;
 
+/// x86-64: the emulation plan and the relocated copy
+/// (`arch/x86_64/copy.rs`).
+#[path = "../arch/x86_64/copy.rs"]
+pub mod x86_copy;
+// What `x86_copy` calls `super::decode`, as in the backend.
+use x86_decode as decode;
+
 /// arm64 instruction classifier (`arch/arm64/decode.rs`).
 #[path = "../arch/arm64/decode.rs"]
 pub mod arm64_decode;

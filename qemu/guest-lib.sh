@@ -454,6 +454,43 @@ run_events_stress() {
 	check events-fuzz-clear sh -c "echo >$E && [ -z \"\$(cat $E)\" ]"
 }
 
+# One write(2) of many lines: taken in chunks of up to 4 KiB, each up to its
+# last complete line (the writer comes back with the rest), as the kernel's
+# kprobe_events does; a line longer than a chunk is refused (E2BIG) and
+# defines nothing.
+chunked_write() {
+	i=0
+	while [ $i -lt 300 ]; do
+		echo "p:kp_chunk/e$i do_sys_open"
+		i=$((i + 1))
+	done >/tmp/chunk
+	[ "$(wc -c </tmp/chunk)" -gt 8192 ] &&
+		dd if=/tmp/chunk of=$E bs=65536 conv=notrunc 2>/dev/null &&
+		[ "$(grep -c '^p:kp_chunk/e[0-9]* do_sys_open$' $E)" = 300 ] &&
+		grep -qx 'p:kp_chunk/e299 do_sys_open' $E
+}
+overlong_line() {
+	{
+		printf 'p:kp_long/x do_sys_open'
+		i=0
+		while [ $i -lt 500 ]; do
+			printf ' a%d=%%di' $i
+			i=$((i + 1))
+		done
+		echo
+	} >/tmp/long
+	[ "$(wc -c </tmp/long)" -gt 4096 ] &&
+		! dd if=/tmp/long of=$E bs=65536 conv=notrunc 2>/tmp/long.err &&
+		grep -q 'Argument list too long' /tmp/long.err &&
+		! grep -q kp_long $E
+}
+run_events_write_chunks() {
+	echo >$E
+	check events-chunked-write chunked_write
+	check events-chunked-clear sh -c "echo >$E && [ -z \"\$(cat $E)\" ]"
+	check events-overlong-line-e2big overlong_line
+}
+
 # --- the fuzzer's corpus (fuzz/corpus/event_line), each input one write -------
 # Every input the coverage-guided fuzzer kept (edge values of every numeric
 # field among them) written as it is: each is accepted or refused with an

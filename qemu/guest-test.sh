@@ -82,6 +82,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events_listing_vs_kernel
 	run_events_retprobe_args_vs_kernel
 	run_events_stress
+	run_events_write_chunks
 	run_events_corpus
 	check module-churn-100 module_churn
 	run_access

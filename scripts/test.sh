@@ -36,6 +36,9 @@ done
 # --- formatting (rustfmt with the kernel's config) -------------------------------
 if scripts/fmt.sh --check >out/fmt.log 2>&1; then pass; else fail "rustfmt: run make fmt (see out/fmt.log)"; fi
 
+# --- the engine's layering: no import cycle, backends use only the contract --
+if python3 scripts/check-layers.py >out/layers.log 2>&1; then pass; else fail "layering (see out/layers.log)"; fi
+
 # --- clippy on the host crate (the kernel-side clippy runs with the builds) ---
 if cargo clippy --release --all-targets -- -D warnings >out/host-clippy.log 2>&1; then pass; else fail "host clippy (see out/host-clippy.log)"; fi
 

@@ -43,13 +43,7 @@ pub mod abi;
 pub use abi::*;
 
 /// Register accessors for this architecture.
-#[cfg(CONFIG_X86_64)]
-#[path = "../arch/x86_64/regs.rs"]
-pub mod regs;
-
-/// Register accessors for this architecture.
-#[cfg(CONFIG_ARM64)]
-#[path = "../arch/arm64/regs.rs"]
+#[path = "../arch/regs.rs"]
 pub mod regs;
 
 pub use regs::{Location, Regs};

@@ -3,8 +3,8 @@
 //! The contract between the engine (`src/`) and an architecture backend
 //! (`arch/<arch>/`): the traits below, which this kernel's backend type
 //! [`Arch`] implements, are everything the core uses (besides the pure
-//! `decode`, `event_regs` and `regs` modules and the trap glue's calls
-//! into `crate::hit`). Each trait is implemented in the backend file that
+//! `decode`, `event_regs` and `regs` modules); [`Core`] is everything the
+//! backend uses of the core. Each trait is implemented in the backend file that
 //! does the work (`insn.rs`, `step.rs`, `ftrace.rs`, `kretprobe.rs`,
 //! `opt.rs`, ...), so no backend carries forwarders. Capabilities a backend
 //! may lack (entry probes through ftrace, jump optimization) have default
@@ -12,7 +12,6 @@
 //! a third architecture is one new folder implementing [`Backend`]'s
 //! parts. `docs/arch-interface.md` says what the types cannot.
 
-use crate::query::InsnInfo;
 use kernel::bindings::pt_regs;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -28,6 +27,29 @@ mod imp;
 /// This kernel's backend.
 pub(crate) use imp::Arch;
 pub(crate) use imp::{event_regs, regs};
+
+/// One decoded instruction, as the arch backend describes it.
+pub(crate) struct InsnInfo {
+    /// Length in bytes.
+    pub(crate) len: usize,
+    /// A call (direct or indirect).
+    pub(crate) call: bool,
+    /// The target of a direct (relative) branch or call.
+    pub(crate) target: Option<usize>,
+}
+
+/// The reasons the backends' refusal tables ([`Refusals`]) give, as
+/// debugfs `blacklist` and the registration error log show them.
+pub(crate) mod reason {
+    use kernel::str::CStr;
+
+    /// On the engine's own trap path.
+    pub(crate) const TRAP: &CStr = kernel::c_str!("engine trap path");
+    /// Assembly marked NOKPROBE, which leaves no `_kbl_addr_` symbol.
+    pub(crate) const ASM: &CStr = kernel::c_str!("asm NOKPROBE");
+    /// ftrace's assembly trampolines.
+    pub(crate) const FTRACE_ASM: &CStr = kernel::c_str!("ftrace trampoline");
+}
 
 /// A jump-optimization refusal: why, and whether for good (until the
 /// function's probes change).
@@ -144,7 +166,7 @@ pub(crate) trait Returns {
     /// when it returns).
     fn kret_frame_pointer(regs: &pt_regs) -> usize;
     /// The registers a return handler sees for a return served through the
-    /// function graph tracer (`src/kret_graph.rs`): `regs` is all zero;
+    /// function graph tracer (`src/kretprobe/graph.rs`): `regs` is all zero;
     /// the stack and frame pointers the function had at its entry, where
     /// it returns to and the value it returns.
     fn kret_graph_regs(
@@ -212,12 +234,9 @@ pub(crate) trait Jumps {
     ) -> core::result::Result<Self::OptInsn, Refusal> {
         Err(("no jump optimization on this architecture", true))
     }
-    /// The bytes the jump covers, and their original contents.
+    /// The bytes the jump covers.
     fn opt_span(_o: &Self::OptInsn) -> usize {
         0
-    }
-    fn opt_orig(_o: &Self::OptInsn) -> &[u8] {
-        &[]
     }
     /// Writes / removes the jump over the armed breakpoint.
     fn opt_jump(_addr: usize, _o: &Self::OptInsn) -> Result {
@@ -276,6 +295,54 @@ pub(crate) trait Traps {
     }
 }
 
+/// The other direction: everything a backend calls in the engine. The
+/// backend's trap glue and trampolines reach the core through these (on
+/// [`crate::entries::Engine`], which binds them) and otherwise use only the
+/// modules below the registry (`abi`, `errno`, `lock`, `slots`, `symbols`,
+/// `text`); `scripts/check-layers.py` checks it.
+pub(crate) trait Core {
+    /// What the engine itself wrote at `addr`: the record of the probed
+    /// instruction there (its original bytes), and the jump written over
+    /// it, if any. Registration lock held.
+    fn patch_at(addr: usize) -> Option<(ArchInsn, Option<OptInsn>)>;
+    /// A breakpoint at `addr` fired. True when it was the engine's; `regs`
+    /// then say where to resume. Trap context, interrupts off.
+    fn on_break(addr: usize, regs: &mut pt_regs) -> bool;
+    /// A breakpoint at `addr` fired: true when it ended the out-of-line copy
+    /// this CPU runs (the step is finished, post handlers ran). As above.
+    fn on_step_done(addr: usize, regs: &mut pt_regs) -> bool;
+    /// The copy of the instruction at `addr` ended in a call to the post
+    /// trampoline rather than a breakpoint: as [`Core::on_step_done`];
+    /// returns where execution goes on unless a post handler moved the ip.
+    fn on_step_jump(addr: usize, regs: &mut pt_regs) -> usize;
+    /// A kernel fault with `trapnr` (arch code): true when a probe's fault
+    /// handler fixed it. Interrupts off.
+    fn on_fault(regs: &mut pt_regs, trapnr: i32) -> bool;
+    /// Whether this CPU is inside a hit (a fault may be a probe's only
+    /// then). Interrupts off.
+    fn in_hit() -> bool;
+    /// The ftrace site `ip` was reached with `regs`, through the shared
+    /// `ftrace_ops` or (`direct`) the arch's direct-call trampoline; on
+    /// return `regs`' ip is where to resume.
+    ///
+    /// # Safety
+    ///
+    /// Interrupts are off.
+    // Only a backend with its own direct-call trampoline calls it (x86_64).
+    #[allow(dead_code)]
+    unsafe fn on_ftrace(ip: usize, regs: &mut pt_regs, direct: bool);
+    /// The jump to `addr`'s detour was taken: run the pre handlers. True
+    /// when one redirected (`regs` say where). `enter` runs once the CPU is
+    /// marked busy; what it returns is dropped after the handlers.
+    /// Interrupts off.
+    fn on_jump<G>(addr: usize, regs: &mut pt_regs, enter: impl FnOnce() -> G) -> bool;
+    /// The return through kretprobe stub `index` arrived with `regs`: runs
+    /// the return handler, returns where the return goes (given first to
+    /// `publish`, for the arch to put where an unwinder looks).
+    /// Interrupts off.
+    fn on_return(index: usize, regs: &mut pt_regs, publish: impl FnOnce(usize)) -> usize;
+}
+
 /// The whole contract.
 pub(crate) trait Backend:
     Insns + Steps + Entries + Returns + Jumps + Traps + Refusals
@@ -293,6 +360,7 @@ const _: fn() = || {
 /// The backend's types and constants under short names.
 pub(crate) type ArchInsn = <Arch as Insns>::Insn;
 pub(crate) type OptState = <Arch as Jumps>::OptState;
+pub(crate) type OptInsn = <Arch as Jumps>::OptInsn;
 pub(crate) const NAME: &str = <Arch as Traps>::NAME;
 pub(crate) const SLOT_SIZE: usize = <Arch as Insns>::SLOT_SIZE;
 pub(crate) const NSLOTS: usize = <Arch as Insns>::NSLOTS;

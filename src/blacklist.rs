@@ -50,6 +50,7 @@
 //! Exception-table fixup sites and jump-label sites are refused by the
 //! registration checks, not listed here.
 
+use crate::arch::reason::TRAP;
 use crate::arch::{Refusals, Steps};
 use crate::symbols;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -63,14 +64,8 @@ extern "C" {
     fn kp_helper_notifier_callbacks(head: *mut c_void, out: *mut usize, max: u32) -> u32;
 }
 
-/// Reason: on the engine's own trap path (arch `BLACKLIST_FUNCS`).
-pub(crate) const TRAP: &CStr = c_str!("engine trap path");
-/// Reason: assembly marked NOKPROBE, which leaves no `_kbl_addr_` symbol.
-pub(crate) const ASM: &CStr = c_str!("asm NOKPROBE");
 /// Reason: reached by direct calls from [`crate::arch::TRAP_ROOTS`].
 pub(crate) const TRAP_CALLEE: &CStr = c_str!("called on the engine trap path");
-/// Reason: ftrace's assembly trampolines.
-pub(crate) const FTRACE_ASM: &CStr = c_str!("ftrace trampoline");
 
 /// How many calls deep the trap path's callees are followed from
 /// [`crate::arch::TRAP_ROOTS`]. `kp_trap_path` probes every instruction one
@@ -427,7 +422,7 @@ fn add_trap_callees(v: &mut KVec<Range>) -> Result<TrapClosure> {
             }
             // The engine's own functions are one body of code to the trap
             // path: its internal calls do not count against the depth.
-            let d = if crate::is_engine_address(t) {
+            let d = if crate::symbols::is_engine_address(t) {
                 depth
             } else {
                 depth + 1
@@ -530,7 +525,7 @@ fn in_preamble(addr: usize) -> bool {
 
 /// Why `addr` must not be probed, if it must not.
 pub(crate) fn check(addr: usize) -> Option<&'static CStr> {
-    if crate::is_engine_address(addr) {
+    if crate::symbols::is_engine_address(addr) {
         return Some(c_str!("the engine's own code"));
     }
     ranges()

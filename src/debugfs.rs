@@ -174,19 +174,33 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
     0
 }
 
-/// Write callback: `buf` holds `len` bytes copied from user space.
-///
-/// # Safety
-///
-/// `buf` points to `len` readable bytes.
+/// A write of `count` bytes at user address `ubuf` to control file `which`
+/// (helpers.c's file operations): one short word, the rest ignored.
+/// Returns `count` or `-errno`. Process context.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn kp_debugfs_write(
+pub(crate) extern "C" fn kp_debugfs_write_user(
     which: c_ulong,
-    buf: *const c_char,
-    len: usize,
+    ubuf: usize,
+    count: usize,
 ) -> c_long {
-    // SAFETY: per the function's contract.
-    let bytes = unsafe { core::slice::from_raw_parts(buf, len) };
+    let mut buf = [0u8; 63];
+    let n = count.min(buf.len());
+    let r = crate::events::admin()
+        .and_then(|()| {
+            let to = buf.get_mut(..n).ok_or(EINVAL)?;
+            kernel::uaccess::UserSlice::new(ubuf, n)
+                .reader()
+                .read_slice(to)
+        })
+        .and_then(|()| write_word(which, buf.get(..n).unwrap_or(&[])));
+    match r {
+        Ok(()) => count as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}
+
+/// What a write of `bytes` to control file `which` does.
+fn write_word(which: c_ulong, bytes: &[u8]) -> Result {
     let word = match bytes.iter().position(|c| !c.is_ascii_whitespace()) {
         Some(s) => {
             &bytes[s..bytes
@@ -197,7 +211,7 @@ pub(crate) unsafe extern "C" fn kp_debugfs_write(
         }
         None => &[],
     };
-    let r = match (which, word) {
+    match (which, word) {
         (ENABLED, b"0") => crate::registry::set_global_enabled(false),
         (ENABLED, b"1") => crate::registry::set_global_enabled(true),
         (FTRACE, b"0" | b"1") => {
@@ -222,9 +236,5 @@ pub(crate) unsafe extern "C" fn kp_debugfs_write(
             Err(EINVAL)
         }
         _ => Err(EINVAL),
-    };
-    match r {
-        Ok(()) => len as c_long,
-        Err(e) => e.to_errno() as c_long,
     }
 }

@@ -13,6 +13,7 @@
 pub mod abi;
 mod blacklist;
 mod debugfs;
+mod entries;
 mod errno;
 // The kprobe_events grammar, pure and host-tested.
 #[allow(dead_code, unreachable_pub)]
@@ -20,12 +21,12 @@ mod event_parse;
 mod events;
 mod ftrace;
 mod hit;
-// Pure logic shared with the host tests: `pub` there, partly unused here.
-mod kret_graph;
 mod kretprobe;
+// Pure logic shared with the host tests: `pub` there, partly unused here.
 #[allow(dead_code, unreachable_pub)]
 mod ksym;
 mod lock;
+mod missed;
 mod optimize;
 mod percpu;
 mod plist;
@@ -70,16 +71,8 @@ module! {
 pub static kp_kprobe_abi_size: usize = core::mem::size_of::<abi::KpKprobe>();
 
 extern "C" {
-    fn kp_helper_within_this_module(addr: usize) -> bool;
-    fn kp_helper_within_module(addr: usize, module: *mut kernel::ffi::c_void) -> bool;
     fn kp_helper_register_module_notifier() -> kernel::ffi::c_int;
     fn kp_helper_unregister_module_notifier();
-}
-
-/// Whether `addr` is in any memory of `module`.
-pub(crate) fn within_module(addr: usize, module: *mut kernel::ffi::c_void) -> bool {
-    // SAFETY: a range check against a live module (the notifier's argument).
-    unsafe { kp_helper_within_module(addr, module) }
 }
 
 /// `MODULE_STATE_GOING`.
@@ -99,12 +92,6 @@ pub(crate) unsafe extern "C" fn kp_module_event(
     if event == MODULE_STATE_GOING {
         registry::module_going(module, kretprobe::forget_if_kretprobe);
     }
-}
-
-/// Whether `addr` belongs to the engine itself (never probe-able).
-pub(crate) fn is_engine_address(addr: usize) -> bool {
-    // SAFETY: a pure range check against THIS_MODULE's memory.
-    unsafe { kp_helper_within_this_module(addr) }
 }
 
 struct KprobesEngine;
@@ -132,7 +119,7 @@ impl kernel::Module for KprobesEngine {
         }
         events::init();
         kretprobe::init();
-        kret_graph::init();
+        kretprobe::graph::init();
         hit::init();
         if let Err(e) = debugfs::init() {
             // Everything above is set up: the unload path takes it down.
@@ -159,7 +146,7 @@ impl Drop for KprobesEngine {
             pr_err!("kretprobe returns still outstanding at unload\n");
         }
         kretprobe::exit();
-        kret_graph::stop();
+        kretprobe::graph::stop();
         hit::exit();
         registry::exit();
         // SAFETY: registered in init.
@@ -172,7 +159,7 @@ impl Drop for KprobesEngine {
         // SAFETY: process context.
         unsafe { kernel::bindings::synchronize_rcu_tasks() };
         // The same for the function graph tracer's callbacks.
-        kret_graph::exit();
+        kretprobe::graph::exit();
         pr_info!("engine unloaded\n");
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C glue for return probes on the function graph tracer's shadow stack
- * (src/kret_graph.rs): the engine's fgraph_ops, its two callbacks (C, so
+ * (src/kretprobe/graph.rs): the engine's fgraph_ops, its two callbacks (C, so
  * that they carry the kCFI type hash fgraph's indirect calls check), and
  * the calls into fgraph's unexported functions, resolved by name at load
  * (register_ftrace_graph, unregister_ftrace_graph, function_graph_enter,

@@ -228,16 +228,17 @@ bool kp_helper_within_this_module(unsigned long addr)
 }
 
 /*
- * Why a module forbids probes at addr (in the function starting at fstart),
- * or NULL: its own NOKPROBE_SYMBOL() list (the module's _kprobe_blacklist
- * section, kept with the module), its .kprobes.text or .noinstr.text, as
- * the kernel's kprobes read them when a module comes. Called like
- * kp_helper_is_module_text() below.
+ * Where in its module addr (in the function starting at fstart) lies, as the
+ * kernel's kprobes read a module's refusals when it comes: a KP_MOD_* bit
+ * for each of its .noinstr.text, its .kprobes.text and its own
+ * NOKPROBE_SYMBOL() list (the module's _kprobe_blacklist section); 0 when
+ * none or no module's (src/symbols/mod.rs says why each refuses). Called
+ * like kp_helper_is_module_text() below.
  */
-const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
-					 unsigned long fstart)
+unsigned int kp_helper_module_sections(void *module_text_address_fn, unsigned long addr,
+				       unsigned long fstart)
 {
-	const char *why = NULL;
+	unsigned int where = 0;
 	struct module *mod;
 	unsigned long s;
 
@@ -246,22 +247,22 @@ const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned 
 	if (mod) {
 		s = (unsigned long)mod->noinstr_text_start;
 		if (addr >= s && addr < s + mod->noinstr_text_size)
-			why = "the module's .noinstr.text";
+			where |= KP_MOD_NOINSTR;
 #ifdef CONFIG_KPROBES
 		{
 			unsigned int i;
 
 			s = (unsigned long)mod->kprobes_text_start;
 			if (addr >= s && addr < s + mod->kprobes_text_size)
-				why = "the module's .kprobes.text";
+				where |= KP_MOD_KPROBES_TEXT;
 			for (i = 0; i < mod->num_kprobe_blacklist; i++)
 				if (mod->kprobe_blacklist[i] == fstart)
-					why = "NOKPROBE_SYMBOL in its module";
+					where |= KP_MOD_NOKPROBE;
 		}
 #endif
 	}
 	preempt_enable();
-	return why;
+	return where;
 }
 
 /*
@@ -385,8 +386,11 @@ const char *kp_helper_module_name(struct module *mod)
 
 /* Rust: writes the file's content through kp_helper_seq_write(). */
 int kp_debugfs_show(struct seq_file *m, unsigned long which);
-/* Rust: handles a write; returns bytes consumed or -errno. */
-long kp_debugfs_write(unsigned long which, const char *buf, size_t len);
+/* Rust (src/debugfs.rs): a write from user space; count or -errno. */
+long kp_debugfs_write_user(unsigned long which, const char __user *ubuf, size_t count);
+/* Rust (src/events/control.rs): kprobe_events' open and write policy. */
+int kp_events_open_check(bool write, bool trunc);
+long kp_events_write_user(const char __user *ubuf, size_t count);
 
 static int kp_seq_show(struct seq_file *m, void *v)
 {
@@ -402,18 +406,8 @@ static ssize_t kp_seq_write(struct file *file, const char __user *ubuf,
 			    size_t count, loff_t *ppos)
 {
 	struct seq_file *m = file->private_data;
-	char buf[64];
-	size_t n = min(count, sizeof(buf) - 1);
-	long ret;
 
-	/* Changing what is probed is the administrator's (file modes aside). */
-	if (!capable(CAP_SYS_ADMIN))
-		return -EPERM;
-	if (copy_from_user(buf, ubuf, n))
-		return -EFAULT;
-	buf[n] = '\0';
-	ret = kp_debugfs_write((unsigned long)m->private, buf, n);
-	return ret < 0 ? ret : count;
+	return kp_debugfs_write_user((unsigned long)m->private, ubuf, count);
 }
 
 static const struct file_operations kp_seq_fops = {
@@ -425,58 +419,18 @@ static const struct file_operations kp_seq_fops = {
 	.release = single_release,
 };
 
-/* kprobe_events: open with O_TRUNC clears (kernel semantics of `>`),
- * writes run line by line in chunks of up to 4 KiB. */
-int kp_events_clear(void);
-long kp_events_write(const char *buf, size_t len);
-
 static int kp_events_open(struct inode *inode, struct file *file)
 {
-	if ((file->f_mode & FMODE_WRITE) && !capable(CAP_SYS_ADMIN))
-		return -EPERM;
-	if ((file->f_mode & FMODE_WRITE) && (file->f_flags & O_TRUNC)) {
-		int ret = kp_events_clear();
+	int ret = kp_events_open_check(!!(file->f_mode & FMODE_WRITE),
+				       !!(file->f_flags & O_TRUNC));
 
-		if (ret)
-			return ret;
-	}
-	return single_open(file, kp_seq_show, inode->i_private);
+	return ret ?: single_open(file, kp_seq_show, inode->i_private);
 }
-
-#define KP_EVENTS_CHUNK 4096
 
 static ssize_t kp_events_write_fop(struct file *file, const char __user *ubuf,
 				   size_t count, loff_t *ppos)
 {
-	size_t n = min_t(size_t, count, KP_EVENTS_CHUNK - 1);
-	char *buf;
-	long ret;
-
-	if (!capable(CAP_SYS_ADMIN))
-		return -EPERM;
-	buf = kmalloc(KP_EVENTS_CHUNK, GFP_KERNEL);
-	if (!buf)
-		return -ENOMEM;
-	if (copy_from_user(buf, ubuf, n)) {
-		kfree(buf);
-		return -EFAULT;
-	}
-	buf[n] = '\0';
-	/* More than one chunk: up to the last complete line; the writer
-	 * comes back with the rest. */
-	if (n < count) {
-		char *nl = strrchr(buf, '\n');
-
-		if (!nl) {
-			kfree(buf);
-			return -E2BIG;
-		}
-		n = nl - buf + 1;
-		buf[n] = '\0';
-	}
-	ret = kp_events_write(buf, n);
-	kfree(buf);
-	return ret < 0 ? ret : n;
+	return kp_events_write_user(ubuf, count);
 }
 
 static const struct file_operations kp_events_fops = {

@@ -75,7 +75,7 @@ int kp_graph_push(struct kp_graph_push *p, unsigned long ret, unsigned long *ret
 		  unsigned long fp);
 void kp_graph_proxy(void);
 unsigned long kp_graph_proxy_addr(void);
-/* src/kret_graph.rs */
+/* src/kretprobe/graph.rs */
 void kp_graph_leave(unsigned long retval, void *block, int size);
 
 /* src/helpers.c */
@@ -103,8 +103,12 @@ bool kp_helper_within_this_module(unsigned long addr);
 bool kp_helper_module_get(void);
 void kp_helper_module_put(void);
 bool kp_helper_is_module_text(void *module_text_address_fn, unsigned long addr);
-const char *kp_helper_module_blacklisted(void *module_text_address_fn, unsigned long addr,
-					 unsigned long fstart);
+/* Bits of kp_helper_module_sections() (src/symbols/mod.rs has them too). */
+#define KP_MOD_NOINSTR		1
+#define KP_MOD_KPROBES_TEXT	2
+#define KP_MOD_NOKPROBE		4
+unsigned int kp_helper_module_sections(void *module_text_address_fn, unsigned long addr,
+				       unsigned long fstart);
 
 int kp_helper_register_module_notifier(void);
 void kp_helper_unregister_module_notifier(void);

@@ -63,7 +63,7 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
         for p in enabled(point) {
             p.count_missed();
         }
-        crate::stats::missed::count(&crate::stats::missed::REENTRY);
+        crate::missed::count(&crate::missed::REENTRY);
         let resume = point.opt.resume();
         if resume != 0 {
             // Jump-optimized (or about to be): the detour runs the covered
@@ -219,7 +219,7 @@ unsafe fn begin_handlers(point: &Point) -> Option<Cpu> {
         for p in enabled(point) {
             p.count_missed();
         }
-        crate::stats::missed::count(&crate::stats::missed::REENTRY);
+        crate::missed::count(&crate::missed::REENTRY);
         return None;
     }
     cpu.push_first_handlers(point);
@@ -371,8 +371,6 @@ pub(crate) fn on_fault(regs: &mut bindings::pt_regs, trapnr: i32) -> bool {
 
 /// Whether this CPU is inside a hit (handlers, a step): the only time a
 /// fault may be a probe's. Interrupts off.
-// Only arm64's abort hook asks first (x86_64's notifier goes straight on).
-#[cfg_attr(CONFIG_X86_64, allow(dead_code))]
 pub(crate) fn in_hit() -> bool {
     // SAFETY: interrupts are off (the caller's contract).
     unsafe { Cpu::this() }.depth() > 0

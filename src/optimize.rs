@@ -37,8 +37,6 @@ extern "C" {
 
 /// The debugfs `optimize` switch.
 static ENABLED: AtomicBool = AtomicBool::new(true);
-/// Points whose jump is written (a fast path for [`overlay`]).
-static JUMPED: AtomicUsize = AtomicUsize::new(0);
 /// Bumped when a point goes away: a refusal because of a neighbour may no
 /// longer hold (`arch::OptState::refused` keeps the epoch + 1 of its
 /// refusal).
@@ -119,7 +117,6 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         match arch::Arch::opt_jump(point.addr, &o) {
             Ok(()) => {
                 point.opt.set_jumped(true);
-                JUMPED.fetch_add(1, Ordering::Relaxed);
                 registry::set_optimized_flag(&g, point, true);
             }
             Err(e) if e == EBUSY => {
@@ -164,7 +161,6 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
             arch::Arch::opt_unjump(point.addr, &o)?;
         }
         point.opt.set_jumped(false);
-        JUMPED.fetch_sub(1, Ordering::Relaxed);
         registry::set_optimized_flag(g, point, false);
     }
     // Hits step the instruction again; a CPU that took the old value may
@@ -186,31 +182,6 @@ pub(crate) fn unoptimize_covering(g: &RegGuard, addr: usize) -> Result {
         }
     }
     Ok(())
-}
-
-/// Replaces the bytes of `buf` (text read at `addr`) that lie under a jump
-/// with the original ones. Registration lock held.
-// arm64 has no jumps to see through.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
-pub(crate) fn overlay(addr: usize, buf: &mut [u8]) {
-    if JUMPED.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    for a in addr.saturating_sub(arch::OPT_MAX_SPAN - 1)..addr + buf.len() {
-        let Some(point) = registry::lookup(a) else {
-            continue;
-        };
-        if !point.opt.jumped() {
-            continue;
-        }
-        let o = point.opt.insn();
-        let orig = arch::Arch::opt_orig(&o);
-        for (i, &b) in orig.iter().enumerate() {
-            if let Some(d) = (a + i).checked_sub(addr).and_then(|o| buf.get_mut(o)) {
-                *d = b;
-            }
-        }
-    }
 }
 
 /// The debugfs switch: off unoptimizes every probe, on kicks the optimizer.

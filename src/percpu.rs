@@ -61,8 +61,10 @@ pub(crate) struct CpuState {
 }
 
 extern "C" {
-    /// The per-CPU area (`DEFINE_PER_CPU` in helpers.c).
-    static mut kp_cpu_area: [usize; CPU_WORDS];
+    /// The per-CPU area (`DEFINE_PER_CPU` in helpers.c): written only
+    /// through [`Cpu`], by the CPU that owns each copy. Its symbol is a
+    /// per-CPU offset, not an address: only ever taken raw, never borrowed.
+    static kp_cpu_area: kernel::types::Opaque<[usize; CPU_WORDS]>;
     fn kp_helper_cpu_area_sum(word: kernel::ffi::c_uint) -> u64;
 }
 
@@ -112,7 +114,9 @@ impl Cpu {
         // suitably aligned for `CpuState` (checked above); all-zero is a
         // valid `CpuState` (depth 0; frames are plain integers and pointers).
         // The caller cannot migrate.
-        Cpu(unsafe { crate::arch::Arch::this_cpu_ptr(core::ptr::addr_of_mut!(kp_cpu_area)).cast() })
+        Cpu(unsafe {
+            crate::arch::Arch::this_cpu_ptr(core::ptr::addr_of!(kp_cpu_area).cast_mut()).cast()
+        })
     }
 
     /// Traps in progress on this CPU.

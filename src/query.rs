@@ -13,16 +13,6 @@ use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::str::CStr;
 
-/// One decoded instruction, as the arch backend describes it.
-pub(crate) struct InsnInfo {
-    /// Length in bytes.
-    pub(crate) len: usize,
-    /// A call (direct or indirect).
-    pub(crate) call: bool,
-    /// The target of a direct (relative) branch or call.
-    pub(crate) target: Option<usize>,
-}
-
 /// `kp_lookup_symbol()`: the address of `name` (`"sym"` or `"module:sym"`),
 /// 0 if unknown; `*size` (if not null) gets the symbol's size.
 ///

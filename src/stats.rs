@@ -6,34 +6,9 @@
 //! registration left nothing behind and which way a hit went.
 
 use crate::abi::KpStats;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
-
-/// Why hits and returns were missed, engine-wide since load, by cause (each
-/// probe's and kretprobe's own `nmissed` counts its share too, as in the
-/// kernel). Bumped only on the miss paths.
-pub(crate) mod missed {
-    use super::*;
-
-    /// Hits at a probed address while this CPU was already handling a hit
-    /// (a handler, or code it calls, reached a probe): no handler ran.
-    pub(crate) static REENTRY: AtomicUsize = AtomicUsize::new(0);
-    /// Kretprobe entries that found every instance taken (`maxactive`).
-    pub(crate) static KRET_NO_INSTANCE: AtomicUsize = AtomicUsize::new(0);
-    /// Kretprobe entries while the engine was being unloaded (no reference
-    /// to pin it for the return).
-    pub(crate) static KRET_UNLOADING: AtomicUsize = AtomicUsize::new(0);
-    /// Returns whose handler did not run: this CPU's hit levels were all
-    /// taken.
-    pub(crate) static KRET_NESTED: AtomicUsize = AtomicUsize::new(0);
-
-    /// Counts one.
-    #[inline(always)]
-    pub(crate) fn count(c: &AtomicUsize) {
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Takes the snapshot. Process context.
 pub(crate) fn get() -> KpStats {
@@ -49,7 +24,7 @@ pub(crate) fn get() -> KpStats {
             crate::kretprobe::instances(&g),
             crate::kretprobe::inflight(&g),
             sites,
-            crate::kret_graph::probes(&g),
+            crate::kretprobe::graph::probes(&g),
         )
     };
     KpStats {
@@ -65,12 +40,12 @@ pub(crate) fn get() -> KpStats {
         hits_in_progress: crate::percpu::hits_in_progress() as _,
         oops_resets: crate::hit::OOPS_RESETS.load(Ordering::Relaxed) as _,
         kretprobe_via_graph: crate::kretprobe::VIA_GRAPH.load(Ordering::Relaxed) as _,
-        missed_reentry: missed::REENTRY.load(Ordering::Relaxed) as _,
-        missed_kret_no_instance: missed::KRET_NO_INSTANCE.load(Ordering::Relaxed) as _,
-        missed_kret_unloading: missed::KRET_UNLOADING.load(Ordering::Relaxed) as _,
-        missed_kret_nested: missed::KRET_NESTED.load(Ordering::Relaxed) as _,
+        missed_reentry: crate::missed::REENTRY.load(Ordering::Relaxed) as _,
+        missed_kret_no_instance: crate::missed::KRET_NO_INSTANCE.load(Ordering::Relaxed) as _,
+        missed_kret_unloading: crate::missed::KRET_UNLOADING.load(Ordering::Relaxed) as _,
+        missed_kret_nested: crate::missed::KRET_NESTED.load(Ordering::Relaxed) as _,
         kretprobe_task_exits: crate::kretprobe::TASK_EXITS.load(Ordering::Relaxed) as _,
-        kretprobe_shadow_returns: crate::kret_graph::RETURNS.load(Ordering::Relaxed) as _,
+        kretprobe_shadow_returns: crate::kretprobe::graph::RETURNS.load(Ordering::Relaxed) as _,
         kretprobe_shadow_probes: shadow_probes as _,
     }
 }

@@ -95,9 +95,10 @@ pub(crate) unsafe fn write(addr: usize, bytes: &[u8]) -> Result {
 /// # Safety
 ///
 /// As [`write`], for `bytes`; `expect` is no longer than `bytes`.
-// The x86_64 backend's writes over bytes it checked earlier (arm64 checks
-// inside its stop_machine() callback instead).
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
+// A backend service: the x86_64 backend writes over bytes it checked
+// earlier (arm64 checks inside its stop_machine() callback instead, and
+// leaves it unused).
+#[allow(dead_code)]
 pub(crate) unsafe fn write_if_unchanged(addr: usize, expect: &[u8], bytes: &[u8]) -> Result {
     let _text = crate::symbols::TextLock::lock();
     for (i, &e) in expect.iter().enumerate() {

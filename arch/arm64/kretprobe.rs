@@ -8,7 +8,7 @@
 //! with x30 still holding the stub address, which identifies the instance.
 //! The trampoline saves a `struct pt_regs`, masks interrupts, calls
 //! [`kp_arm64_kret_return`] (which runs the handler through
-//! `crate::kretprobe::on_return` and puts the real return address in x30
+//! `Core::on_return` and puts the real return address in x30
 //! and pc), restores everything and returns there. Its frame record (x29
 //! pointing at the saved x29/x30, x30 the real return address before the
 //! handlers run) lets a stack trace taken in a handler reach the probed
@@ -16,8 +16,9 @@
 
 use super::Arch;
 use super::{decode, patch, KP_BRK_SS_IMM};
+use crate::arch::Core;
 use crate::arch::Returns;
-use crate::kretprobe;
+use crate::entries::Engine;
 use crate::slots;
 use kernel::bindings;
 use kernel::prelude::*;
@@ -112,7 +113,7 @@ pub(crate) unsafe extern "C" fn kp_arm64_kret_return(regs: *mut bindings::pt_reg
     let lr = super::regs::x_ptr(regs, 30);
     // SAFETY: `lr` points into the trampoline's frame, live for this call;
     // written before the handlers see `regs`.
-    let ret = kretprobe::on_return(slots::index_of(stub), regs, |ret| unsafe {
+    let ret = Engine::on_return(slots::index_of(stub), regs, |ret| unsafe {
         lr.write(ret as u64)
     });
     super::regs::set_x(regs, 30, ret);

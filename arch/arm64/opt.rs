@@ -20,7 +20,7 @@
 //! every register, the stack pointer before the pair, pc = `addr`, NZCV and
 //! DAIF, EL1h), masks DAIF, makes a frame record {the code's x29, `addr`}
 //! for unwinders, and calls [`kp_arm64_opt_hit`], which runs the pre
-//! handlers through the core (`crate::hit::on_jump`, interrupts masked the
+//! handlers through the core (`Core::on_jump`, interrupts masked the
 //! kernel's way too) and says how to leave:
 //!
 //! - on: every register back (x16 and x17 through the pair), NZCV and DAIF
@@ -46,7 +46,9 @@
 //! (BRK back) before a post or fault handler may run.
 
 use super::{decode, patch, read_insn, Arch, IrqTrace, KP_BRK_IMM};
+use crate::arch::Core;
 use crate::arch::{Jumps, OptPoint, Refusal};
+use crate::entries::Engine;
 use crate::slots;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::bindings;
@@ -174,7 +176,7 @@ unsafe extern "C" fn kp_arm64_opt_hit(regs: *mut bindings::pt_regs, detour: usiz
     // that calls finds it busy (`helpers.c`).
     // SAFETY: any context.
     let flags = unsafe { kp_helper_arm64_raw_irq_save() };
-    let redirected = crate::hit::on_jump(addr, regs, || IrqTrace::new(was_on));
+    let redirected = Engine::on_jump(addr, regs, || IrqTrace::new(was_on));
     if super::regs::sp(regs) != sp {
         // The frame is just below the code's stack: as on the post path,
         // only a new pc can be honoured.
@@ -381,12 +383,6 @@ impl Jumps for Arch {
 
     fn opt_span(_o: &OptInsn) -> usize {
         4
-    }
-
-    /// Readers of text see through the jump by the point's own record
-    /// (`read_insn`); the core's overlay has nothing to add.
-    fn opt_orig(_o: &OptInsn) -> &[u8] {
-        &[]
     }
 
     /// BRK to `B detour`, while every CPU is stopped (`EBUSY` if the BRK

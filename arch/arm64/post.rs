@@ -24,12 +24,14 @@
 //! and `kp_arm64_post_common` saves a `struct pt_regs` (the state after the
 //! instruction: every register, the stack pointer before the pair was
 //! pushed, NZCV), calls [`kp_arm64_post_hit`], which finishes the step
-//! through the core (`crate::hit::on_step_jump`: the post handlers, the
+//! through the core (`Core::on_step_jump`: the post handlers, the
 //! PSTATE the BRK found, with the copy's flags) and leaves `pc` and
 //! `pstate` in the frame, and returns there with `eret` (ELR/SPSR written
 //! with interrupts still masked): no register is used up to reach an
 //! arbitrary address. One exception per hit instead of two.
 
+use crate::arch::Core;
+use crate::entries::Engine;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -115,7 +117,7 @@ pub(crate) unsafe extern "C" fn kp_arm64_post_hit(regs: *mut bindings::pt_regs, 
     {
         // DAIF is masked; tell the kernel's IRQ-state tracking (see `IrqsOff`).
         let _off = super::IrqsOff::new();
-        crate::hit::on_step_jump(addr, regs);
+        Engine::on_step_jump(addr, regs);
     }
     if super::regs::sp(regs) != sp {
         // The frame lies just below the stack pointer: returning with

@@ -16,7 +16,8 @@
 //! `regs->pc` holds afterwards.
 
 use super::{decode, regs, KP_BRK_IMM, KP_BRK_REDIRECT_IMM, KP_BRK_SS_IMM};
-use crate::hit;
+use crate::arch::Core;
+use crate::entries::Engine;
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -28,7 +29,7 @@ extern "C" {
 /// Called for a kernel-mode abort taken with interrupts masked, before the
 /// kernel's `do_mem_abort()` handles it (`helpers.c`). A fault in one of the
 /// engine's stepped copies, or in a pre or post handler, goes to the probes'
-/// fault handlers (`hit::on_fault`) with the exception class (`ESR_ELx.EC`,
+/// fault handlers (`Core::on_fault`) with the exception class (`ESR_ELx.EC`,
 /// 0x25 for a data abort at EL1) as the trap number; true: they fixed it and
 /// the kernel's handling is skipped. Faults at an instruction with an
 /// exception-table fixup (the nofault readers, user access) stay the
@@ -40,7 +41,7 @@ extern "C" {
 /// `regs` is the exception frame of the current CPU; interrupts masked.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_arm64_fault(esr: usize, regs: *mut bindings::pt_regs) -> bool {
-    if !hit::in_hit() {
+    if !Engine::in_hit() {
         return false;
     }
     // SAFETY: per the function's contract.
@@ -48,7 +49,7 @@ pub(crate) unsafe extern "C" fn kp_arm64_fault(esr: usize, regs: *mut bindings::
     if crate::symbols::has_extable_entry(regs::ip(regs)) {
         return false;
     }
-    hit::on_fault(regs, ((esr >> 26) & 0x3f) as i32)
+    Engine::on_fault(regs, ((esr >> 26) & 0x3f) as i32)
 }
 
 /// Called for every kernel BRK before the kernel's dispatcher. Returns
@@ -74,10 +75,10 @@ pub(crate) unsafe extern "C" fn kp_arm64_brk(esr: usize, regs: *mut bindings::pt
     } else if imm == KP_BRK_SS_IMM {
         // Not ours (a stale branch into a freed slot): the kernel's
         // dispatcher reports it.
-        if !hit::on_step_done(pc, regs) {
+        if !Engine::on_step_done(pc, regs) {
             return false;
         }
-    } else if !hit::on_break(pc, regs) {
+    } else if !Engine::on_break(pc, regs) {
         // Our BRK may have been removed after this CPU took it: the original
         // instruction is back, so return and run it.
         // SAFETY: `pc` is the kernel text word that just trapped.

@@ -5,7 +5,7 @@
 //! sections nobody may probe.
 
 use super::*;
-use crate::blacklist::{ASM, TRAP};
+use crate::arch::reason::{ASM, TRAP};
 
 impl Refusals for Arch {
     /// Functions never to probe, with the reason: the x86_64 trap path up to the
@@ -79,12 +79,12 @@ impl Refusals for Arch {
         (
             kernel::c_str!("ftrace_stub"),
             kernel::c_str!("return_to_handler"),
-            crate::blacklist::FTRACE_ASM,
+            crate::arch::reason::FTRACE_ASM,
         ),
         (
             kernel::c_str!("ftrace_stub"),
             kernel::c_str!("ftrace_stub_direct_tramp"),
-            crate::blacklist::FTRACE_ASM,
+            crate::arch::reason::FTRACE_ASM,
         ),
     ];
 

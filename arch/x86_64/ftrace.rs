@@ -22,13 +22,15 @@
 //!
 //! The `subq` changes the flags at a function entry, where no code relies
 //! on them (a call clobbers them). The handlers see the kernel's
-//! kprobes-on-ftrace view (`crate::hit::on_ftrace`): the instruction pointer
+//! kprobes-on-ftrace view (`Core::on_ftrace`): the instruction pointer
 //! one past the site and the stack pointer at the site (the caller's return
 //! address on top). When another ftrace user traces the function as well,
 //! `ftrace_regs_caller` runs its callbacks and jumps here with the same
 //! stack.
 
 use super::*;
+use crate::arch::Core;
+use crate::entries::Engine;
 use kernel::bindings;
 
 /// Called by `kp_x86_ftrace_direct` with the frame it built.
@@ -46,7 +48,7 @@ unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
     regs.sp = f.sp;
     regs.ip = f.resume;
     // SAFETY: interrupts are off (the trampoline masked them).
-    unsafe { crate::hit::on_ftrace(f.addr, regs, true) };
+    unsafe { Engine::on_ftrace(f.addr, regs, true) };
     let to = regs.ip;
     // SAFETY: as above.
     unsafe { super::tramp_leave(&f, to) };

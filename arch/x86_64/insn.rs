@@ -6,6 +6,8 @@
 //! removing its int3.
 
 use super::*;
+use crate::arch::{Core, Jumps};
+use crate::entries::Engine;
 
 extern "C" {
     fn kp_helper_sync_all_cores();
@@ -28,29 +30,41 @@ pub(super) fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     if readable.is_none() {
         return Err(EFAULT);
     }
+    // Our int3s first, then our jumps (whose bytes may look like int3).
     for (i, b) in buf.iter_mut().enumerate() {
         if *b == INT3 {
-            if let Some(p) = crate::registry::lookup(addr + i) {
-                *b = p.insn.orig[0];
+            if let Some((insn, _)) = Engine::patch_at(addr + i) {
+                *b = insn.orig[0];
             }
         }
     }
-    crate::optimize::overlay(addr, &mut buf);
+    let jumps = if opt::any_detour() {
+        addr.saturating_sub(<Arch as Jumps>::OPT_MAX_SPAN - 1)..addr + MAX_INSN_LEN
+    } else {
+        0..0
+    };
+    for a in jumps {
+        let Some((_, Some(o))) = Engine::patch_at(a) else {
+            continue;
+        };
+        for (i, &b) in o.orig().iter().enumerate() {
+            if let Some(d) = (a + i).checked_sub(addr).and_then(|o| buf.get_mut(o)) {
+                *d = b;
+            }
+        }
+    }
     Ok(buf)
 }
 
 /// Writes `op rel32` (a `call` or `jmp`) at `code[at..]`, which runs at
-/// `base + at`, reaching `to`.
+/// `base + at`, reaching `to` (`ERANGE` when it cannot).
 pub(super) fn put_rel32(code: &mut [u8], at: usize, op: u8, base: usize, to: usize) -> Result {
-    let rel = to as i64 - (base + at + 5) as i64;
-    let rel = i32::try_from(rel).map_err(|_| ERANGE)?;
-    code[at] = op;
-    code[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
-    Ok(())
+    copy::put_rel32(code, at, op, base, to).ok_or(ERANGE)
 }
 
 /// Copies the instruction to `copy[at..]`, to run at `slot + at`, with a
-/// RIP-relative displacement re-aimed at the original target.
+/// RIP-relative displacement re-aimed at the original target (`ERANGE`
+/// when out of reach).
 pub(super) fn place_copy(
     copy: &mut [u8; SLOT_SIZE],
     at: usize,
@@ -59,16 +73,7 @@ pub(super) fn place_copy(
     addr: usize,
     slot: usize,
 ) -> Result {
-    let len = insn.len as usize;
-    copy[at..at + len].copy_from_slice(&bytes[..len]);
-    if insn.rip_relative {
-        let off = at + insn.disp_off as usize;
-        let disp = i32::from_le_bytes([copy[off], copy[off + 1], copy[off + 2], copy[off + 3]]);
-        let new = (disp as i64) + (addr as i64) - ((slot + at) as i64);
-        let new = i32::try_from(new).map_err(|_| ERANGE)?;
-        copy[off..off + 4].copy_from_slice(&new.to_le_bytes());
-    }
-    Ok(())
+    copy::place_copy(copy, at, insn, bytes, addr, slot).ok_or(ERANGE)
 }
 
 impl Insns for Arch {
@@ -128,7 +133,7 @@ impl Insns for Arch {
             return Err(EBUSY);
         }
         let len = insn.len as usize;
-        match emulate::plan(&insn, addr, &bytes) {
+        match copy::plan(&insn, addr, &bytes) {
             Ok(None) => {}
             Ok(Some(op)) => {
                 // Emulated at the hit: no slot.

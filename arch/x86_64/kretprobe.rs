@@ -12,14 +12,15 @@
 //!
 //! The trampoline builds a `struct pt_regs` above which the pushed index
 //! sits, disables interrupts, and calls [`kp_x86_kret_return`], which runs
-//! the handler (`crate::kretprobe::on_return`) and overwrites the index slot
+//! the handler (`Core::on_return`) and overwrites the index slot
 //! with the real return address; the trampoline then restores every
 //! register and flag and returns there. Like the kernel's
 //! `arch_rethook_trampoline`, it carries unwind hints (`trampolines.S`).
 
 use super::Arch;
+use crate::arch::Core;
 use crate::arch::Returns;
-use crate::kretprobe;
+use crate::entries::Engine;
 use crate::text;
 use kernel::bindings;
 use kernel::prelude::*;
@@ -51,7 +52,7 @@ pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs)
     // the handler runs: the trampoline's unwind data (`trampolines.S`)
     // finds its return address there. Then lockdep learns of the
     // trampoline's `cli` (anything it calls may take a stack trace).
-    let ret = kretprobe::on_return(index, regs, |ret| {
+    let ret = Engine::on_return(index, regs, |ret| {
         // SAFETY: the slot is the trampoline's, above `regs`.
         unsafe { *slot = ret };
         // SAFETY: interrupts are off; paired below.

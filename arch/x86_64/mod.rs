@@ -27,6 +27,9 @@ mod tramp;
 
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod decode;
+// Pure too: the emulation plan and the relocated copy.
+#[allow(unreachable_pub)]
+mod copy;
 
 /// The most a registry `Point` may take here (with the jump optimizer's state).
 pub(crate) const POINT_MAX_SIZE: usize = 128;
@@ -153,7 +156,7 @@ pub(crate) struct ArchInsn {
     /// The original bytes.
     pub(super) orig: [u8; MAX_INSN_LEN],
     /// How to emulate it, when it cannot run out of line.
-    pub(super) emulate: Option<emulate::Op>,
+    pub(super) emulate: Option<copy::Op>,
     /// Whether the copy at `slot + BOOST_OFF` (ending in a jump back) may be
     /// used when no post handler needs the second trap.
     pub(super) boostable: bool,

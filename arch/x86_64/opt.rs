@@ -15,7 +15,7 @@
 //! `kp_x86_opt_common` builds a `struct pt_regs` (the register state at
 //! `addr`), masks interrupts (telling lockdep, when the kernel traces IRQ
 //! flags) and calls [`kp_x86_opt_hit`], which runs the pre handlers through
-//! the core (`crate::hit::on_jump`) and picks where to
+//! the core (`Core::on_jump`) and picks where to
 //! resume: the relocated instructions (the word the `call` pushed), or where
 //! a handler redirected execution. The trampoline restores every register
 //! and the flags and returns there, dropping the pushed address (`ret $8`).
@@ -35,9 +35,11 @@
 
 use super::decode::{self, can_boost, decode, Class, MAX_INSN_LEN};
 use super::{place_copy, put_rel32, read_text, Arch, INT3, SLOT_SIZE};
+use crate::arch::Core;
 use crate::arch::{Entries, Jumps, OptPoint, Refusal};
+use crate::entries::Engine;
 use crate::{slots, symbols, text};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -171,7 +173,7 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
     // past it, as after the breakpoint.
     regs.sp = f.sp;
     regs.ip = f.addr + 1;
-    let to = if crate::hit::on_jump(f.addr, regs, || ()) {
+    let to = if Engine::on_jump(f.addr, regs, || ()) {
         // Redirected. As on the ftrace path only the stack pointer the code
         // had can be resumed with, or a return to the caller (through a
         // `ret` stub); anything else is undone and the code runs on.
@@ -233,10 +235,10 @@ pub(crate) fn prepare(
     if at > fend {
         return Err(("the function ends inside the jump", true));
     }
-    if symbols::reserved_range_by(addr, at, 0).is_some() {
+    if symbols::reserved::reserved_range_by(addr, at, 0).is_some() {
         return Err(("other kernel code patches the covered bytes", true));
     }
-    if symbols::reserved_range_by(fstart, fend, 0) == Some(symbols::JUMP_LABEL_SITE) {
+    if symbols::reserved::reserved_range_by(fstart, fend, 0) == Some(symbols::JUMP_LABEL_SITE) {
         // Checked first: a jump label's target (in this function) is not
         // in the text until it is switched.
         return Err(("the function has a jump-label site", true));
@@ -263,7 +265,7 @@ pub(crate) fn prepare(
                 }
             }
         }
-        if let Some(landing) = symbols::extable_landing(pc) {
+        if let Some(landing) = symbols::reserved::extable_landing(pc) {
             if inside(landing) {
                 return Err(("an exception fixup lands in the covered bytes", true));
             }
@@ -393,6 +395,15 @@ pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
     Ok(())
 }
 
+/// Detours prepared and not yet released: while none is, no jump of ours is
+/// in the text and readers of text need not look for one (`read_text`).
+static DETOURS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a jump of ours may be in the text.
+pub(super) fn any_detour() -> bool {
+    DETOURS.load(Ordering::Relaxed) != 0
+}
+
 /// Gives the detour back, once no task can still be in it (the relocated
 /// instructions run with interrupts on).
 pub(crate) fn release(opt: &OptInsn) {
@@ -418,15 +429,15 @@ impl Jumps for Arch {
         fsize: usize,
         other_probe: impl Fn(usize) -> bool,
     ) -> core::result::Result<OptInsn, Refusal> {
-        prepare(addr, fstart, fsize, other_probe)
+        let r = prepare(addr, fstart, fsize, other_probe);
+        if r.is_ok() {
+            DETOURS.fetch_add(1, Ordering::Relaxed);
+        }
+        r
     }
 
     fn opt_span(o: &OptInsn) -> usize {
         span(o)
-    }
-
-    fn opt_orig(o: &OptInsn) -> &[u8] {
-        o.orig()
     }
 
     fn opt_jump(addr: usize, o: &OptInsn) -> Result {
@@ -438,6 +449,7 @@ impl Jumps for Arch {
     }
 
     fn opt_release(o: &OptInsn) {
-        release(o)
+        release(o);
+        let _ = DETOURS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 }

@@ -25,13 +25,15 @@
 //! The breakpoint's handler sends the CPU there with interrupts off, as for
 //! the int3-ended copy; `kp_x86_post_common` builds a `struct pt_regs` (the
 //! state after the instruction) and calls [`kp_x86_post_hit`], which
-//! finishes the step through the core (`crate::hit::on_step_jump`: the post
+//! finishes the step through the core (`Core::on_step_jump`: the post
 //! handlers, the interrupt flag the breakpoint saved) and picks where to
 //! resume: the jump back (the word the `call` pushed), or where a post
 //! handler redirected execution. One trap per hit instead of two. A fault
 //! in the copy is handled as for the int3-ended copy: the copy is at the
 //! same place.
 
+use crate::arch::Core;
+use crate::entries::Engine;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -89,7 +91,7 @@ unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
     // The state after the instruction: its stack pointer (below the two
     // words), `ip` set by the core to the next instruction.
     regs.sp = f.sp;
-    let next = crate::hit::on_step_jump(f.addr, regs);
+    let next = Engine::on_step_jump(f.addr, regs);
     let to = if regs.ip == next {
         f.resume
     } else if regs.sp == f.sp {

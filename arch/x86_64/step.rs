@@ -66,14 +66,14 @@ impl Steps for Arch {
     }
 
     /// Describes the instruction at `addr` (`kp_decode_insn()`).
-    fn describe(addr: usize) -> Result<crate::query::InsnInfo> {
+    fn describe(addr: usize) -> Result<crate::arch::InsnInfo> {
         // The original bytes, with our own breakpoints and jumps undone.
         let b = {
             let _g = crate::lock::RegGuard::lock();
             read_text(addr)?
         };
         let i = decode(&b).map_err(|_| crate::errno::eilseq())?;
-        Ok(crate::query::InsnInfo {
+        Ok(crate::arch::InsnInfo {
             len: i.len as usize,
             call: matches!(i.class, Class::CallRel | Class::CallIndirect),
             target: i.rel_target(addr as u64, &b).map(|t| t as usize),

@@ -15,7 +15,8 @@
 //! address + 1; returning true makes the notifier return `NOTIFY_STOP`, and
 //! the CPU resumes at whatever `regs->ip` then holds.
 
-use crate::hit;
+use crate::arch::Core;
+use crate::entries::Engine;
 use kernel::bindings;
 use kernel::prelude::*;
 
@@ -38,7 +39,7 @@ pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> boo
         return false;
     }
     let addr = regs.ip.wrapping_sub(1);
-    if hit::on_step_done(addr, regs) || hit::on_break(addr, regs) {
+    if Engine::on_step_done(addr, regs) || Engine::on_break(addr, regs) {
         return true;
     }
     // One of our breakpoints may have been removed after this CPU hit it and
@@ -55,7 +56,7 @@ pub(crate) unsafe extern "C" fn kp_x86_int3(regs: *mut bindings::pt_regs) -> boo
 
 /// Called for a kernel #GP (`DIE_GPF`) or another trap reported through
 /// `DIE_TRAP` (#DE, #BR, #SS, #NP, ...) that no fixup took. Returns whether
-/// a probe's fault handler handled it (see [`hit::on_fault`]).
+/// a probe's fault handler handled it (see [`Core::on_fault`]).
 ///
 /// # Safety
 ///
@@ -72,7 +73,8 @@ pub(crate) unsafe extern "C" fn kp_x86_fault(regs: *mut bindings::pt_regs, trapn
     if super::regs::user_mode(regs) || regs.flags & super::FLAGS_IF != 0 || trapnr == X86_TRAP_DF {
         return false;
     }
-    hit::on_fault(regs, trapnr)
+    // Outside a hit no fault is a probe's (as on arm64).
+    Engine::in_hit() && Engine::on_fault(regs, trapnr)
 }
 
 pub(super) fn init() -> Result {

@@ -1174,23 +1174,7 @@ impl Stats {
 // Random and exhaustive cross-checks
 // ---------------------------------------------------------------------------
 
-/// Deterministic xorshift64* PRNG.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn word(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-}
+use common::Rng;
 
 #[test]
 fn random_uniform() {

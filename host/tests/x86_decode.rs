@@ -374,33 +374,7 @@ fn table_invalid_and_limits() {
 // Cross-check against iced-x86
 // ---------------------------------------------------------------------------
 
-/// Deterministic xorshift64* PRNG.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn byte(&mut self) -> u8 {
-        (self.next_u64() >> 56) as u8
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) % n as u64) as usize
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for b in buf {
-            *b = self.byte();
-        }
-    }
-}
+use common::Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verdict {

@@ -242,8 +242,7 @@ pub(super) fn remove_at(g: &mut Locked, i: usize) -> Result {
 
 /// `kprobe_events` opened with `O_TRUNC`: removes every event, or none
 /// (`-EBUSY`) if one is enabled.
-#[no_mangle]
-pub(crate) extern "C" fn kp_events_clear() -> c_int {
+pub(crate) fn kp_events_clear() -> c_int {
     let mut g = Locked::lock();
     // SAFETY: registered events of ours.
     if g.events().iter().any(|e| unsafe { kp_tev_enabled(e.tev) }) {
@@ -261,26 +260,72 @@ pub(crate) extern "C" fn kp_events_clear() -> c_int {
     r
 }
 
-/// A write to `kprobe_events`: runs each line; stops at the first failing
-/// one (earlier lines stay in effect). Returns `len` or `-errno`.
-///
-/// # Safety
-///
-/// `buf` points to `len` readable bytes.
+/// Whether the caller may change what is probed: the administrator only
+/// (`CAP_SYS_ADMIN`), whatever the files' modes say (root may have handed
+/// them to someone). Process context.
+pub(crate) fn admin() -> Result {
+    // SAFETY: a capability check of the current task.
+    if unsafe { kernel::bindings::capable(kernel::bindings::CAP_SYS_ADMIN as _) } {
+        Ok(())
+    } else {
+        Err(EPERM)
+    }
+}
+
+/// The most `kprobe_events` takes in one write call (the kernel's
+/// `WRITE_BUFSIZE`, NUL included).
+const WRITE_CHUNK: usize = 4096;
+
+/// Opening `kprobe_events` (helpers.c's file operations): for writing only
+/// by the administrator, and with `O_TRUNC` (the shell's `>`) it removes
+/// every event first. 0 or `-errno`. Process context.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn kp_events_write(buf: *const c_char, len: usize) -> c_long {
-    // SAFETY: per the function's contract.
-    let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
-    let Ok(text) = core::str::from_utf8(bytes) else {
-        return -(bindings::EINVAL as c_long);
+pub(crate) extern "C" fn kp_events_open_check(write: bool, trunc: bool) -> c_int {
+    if !write {
+        return 0;
+    }
+    if let Err(e) = admin() {
+        return e.to_errno();
+    }
+    if trunc {
+        kp_events_clear()
+    } else {
+        0
+    }
+}
+
+/// A write of `count` bytes at user address `ubuf` to `kprobe_events`: runs
+/// each line; stops at the first failing one (earlier lines stay in effect).
+/// Takes up to [`WRITE_CHUNK`] - 1 bytes a call, up to the last complete
+/// line when there is more (the writer comes back with the rest; one line
+/// longer than that is `-E2BIG`). Returns the bytes taken or `-errno`.
+/// Process context.
+#[no_mangle]
+pub(crate) extern "C" fn kp_events_write_user(ubuf: usize, count: usize) -> c_long {
+    match write_user(ubuf, count) {
+        Ok(n) => n as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}
+
+fn write_user(ubuf: usize, count: usize) -> Result<usize> {
+    admin()?;
+    let mut buf = KVec::new();
+    let n = count.min(WRITE_CHUNK - 1);
+    kernel::uaccess::UserSlice::new(ubuf, n)
+        .reader()
+        .read_all(&mut buf, GFP_KERNEL)?;
+    let n = if n < count {
+        buf.iter().rposition(|&c| c == b'\n').ok_or(E2BIG)? + 1
+    } else {
+        n
     };
+    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
     let mut g = Locked::lock();
     for line in text.split('\n') {
-        if let Err(e) = run_line(&mut g, line.trim_end_matches('\r')) {
-            return e.to_errno() as c_long;
-        }
+        run_line(&mut g, line.trim_end_matches('\r'))?;
     }
-    len as c_long
+    Ok(n)
 }
 
 /// `kp_event_command()`: runs one `kprobe_events` line, as writing it to the

@@ -5,7 +5,6 @@
 
 use super::*;
 use crate::event_parse::ErrKind;
-use core::cell::UnsafeCell;
 use core::fmt::Write;
 use kernel::bindings;
 
@@ -23,15 +22,10 @@ pub(super) struct ErrorLog {
     pub(super) next: usize,
 }
 
-pub(super) struct Log(pub(super) UnsafeCell<ErrorLog>);
-
-// SAFETY: reached only through `Locked::log`, under the events mutex.
-unsafe impl Sync for Log {}
-
-pub(super) static ERROR_LOG: Log = Log(UnsafeCell::new(ErrorLog {
+pub(super) static ERROR_LOG: LockedBy<ErrorLog, EventsGuard> = LockedBy::new(ErrorLog {
     entries: [const { None }; ERROR_LOG_LEN],
     next: 0,
-}));
+});
 
 pub(super) fn log_error(g: &mut Locked, line: &str, kind: ErrKind, pos: usize) {
     let log = g.log();

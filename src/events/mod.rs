@@ -25,7 +25,7 @@
 
 use crate::abi::KpKretprobe;
 use crate::event_parse::{self as ep, Op, Type};
-use core::cell::UnsafeCell;
+use crate::lock::{EventsGuard, LockedBy};
 use kernel::bindings::pt_regs;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
@@ -60,8 +60,6 @@ extern "C" {
     fn kp_events_set_ftrace_events(l: *mut c_void);
     #[cfg(CONFIG_BPF_EVENTS)]
     fn kp_events_set_trace_call_bpf(f: *mut c_void);
-    fn kp_events_lock();
-    fn kp_events_unlock();
     fn kp_tev_create(
         owner: *mut c_void,
         group: *const c_char,
@@ -169,40 +167,23 @@ impl Event {
     }
 }
 
-/// The events, in definition order; touched only under `kp_events_lock()`.
-pub(super) struct Events(UnsafeCell<KVec<KBox<Event>>>);
-
-// SAFETY: reached only through `Locked::events`, under the events mutex.
-unsafe impl Sync for Events {}
-
-pub(super) static EVENTS: Events = Events(UnsafeCell::new(KVec::new()));
+/// The events, in definition order.
+pub(super) static EVENTS: LockedBy<KVec<KBox<Event>>, EventsGuard> = LockedBy::new(KVec::new());
 
 /// Holds the events mutex.
-pub(super) struct Locked;
+pub(super) struct Locked(EventsGuard);
 
 impl Locked {
     fn lock() -> Self {
-        // SAFETY: process context; released in `drop`.
-        unsafe { kp_events_lock() };
-        Locked
+        Locked(EventsGuard::lock())
     }
 
     fn events(&mut self) -> &mut KVec<KBox<Event>> {
-        // SAFETY: the mutex is held for as long as `self` lives, and `self`
-        // is borrowed mutably for as long as the result.
-        unsafe { &mut *EVENTS.0.get() }
+        EVENTS.get_mut(&mut self.0)
     }
 
     fn log(&mut self) -> &mut ErrorLog {
-        // SAFETY: as in `events`.
-        unsafe { &mut *ERROR_LOG.0.get() }
-    }
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // SAFETY: taken in `lock`.
-        unsafe { kp_events_unlock() };
+        ERROR_LOG.get_mut(&mut self.0)
     }
 }
 

@@ -529,7 +529,7 @@ pub(crate) fn module_going(
     kret_going: impl Fn(&RegGuard, *mut KpKprobe),
 ) {
     let g = RegGuard::lock();
-    let within = |a: usize| crate::within_module(a, module);
+    let within = |a: usize| crate::symbols::within_module(a, module);
     // Probes owned by the going module: unregister them.
     loop {
         let mut victim: *mut Probe = null_mut();

@@ -55,3 +55,38 @@ pub fn for_each_function(path: &str, mut f: impl FnMut(&Function<'_>)) {
         });
     }
 }
+
+/// Deterministic xorshift64* PRNG (the random cross-checks; each test binary
+/// uses part of it).
+#[allow(dead_code)]
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn byte(&mut self) -> u8 {
+        (self.next_u64() >> 56) as u8
+    }
+
+    pub fn word(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 32) % n as u64) as usize
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            *b = self.byte();
+        }
+    }
+}

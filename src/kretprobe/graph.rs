@@ -398,7 +398,7 @@ pub(crate) fn push(
     if r.is_null() {
         // Another graph user's frame, no room left for ours.
         // SAFETY: `rp` is live (its entry probe is running).
-        unsafe { crate::kretprobe::count_missed(rp, &crate::stats::missed::KRET_NO_INSTANCE) };
+        unsafe { crate::kretprobe::count_missed(rp, &crate::missed::KRET_NO_INSTANCE) };
         return None;
     }
     // A function that fgraph's own return hook already returns through

@@ -17,6 +17,12 @@ use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use kernel::{c_str, prelude::*, str::CStr};
 
+pub(crate) mod reserved;
+pub(crate) use reserved::{
+    ftrace_location_range, has_extable_entry, has_ftrace_site, in_kernel_image_text,
+    in_kernel_text, is_ftrace_site, reserved_by, TextLock, FTRACE_SITE,
+};
+
 /// `KSYM_SYMBOL_LEN` rounded up: room for `name+off/size [module buildid]`.
 const SYM_BUF: usize = 1024;
 
@@ -428,6 +434,23 @@ fn covers(addr: usize, start: usize) -> bool {
     f == 0 || unsafe { kp_helper_module_symbol_covers(f, addr, start) }
 }
 
+extern "C" {
+    fn kp_helper_within_this_module(addr: usize) -> bool;
+    fn kp_helper_within_module(addr: usize, module: *mut c_void) -> bool;
+}
+
+/// Whether `addr` is in any memory of `module`.
+pub(crate) fn within_module(addr: usize, module: *mut c_void) -> bool {
+    // SAFETY: a range check against a live module (the notifier's argument).
+    unsafe { kp_helper_within_module(addr, module) }
+}
+
+/// Whether `addr` belongs to the engine itself (never probe-able).
+pub(crate) fn is_engine_address(addr: usize) -> bool {
+    // SAFETY: a pure range check against THIS_MODULE's memory.
+    unsafe { kp_helper_within_this_module(addr) }
+}
+
 /// Whether `addr` lies in the core text of a loaded module that is not
 /// going away (init text is refused: it is freed after init).
 pub(crate) fn in_module_text(addr: usize) -> bool {
@@ -438,12 +461,17 @@ pub(crate) fn in_module_text(addr: usize) -> bool {
 }
 
 extern "C" {
-    fn kp_helper_module_blacklisted(
-        module_text_address_fn: usize,
-        addr: usize,
-        fstart: usize,
-    ) -> *const c_char;
+    fn kp_helper_module_sections(module_text_address_fn: usize, addr: usize, fstart: usize) -> u32;
 }
+
+/// What a module refuses, as `kp_helper_module_sections()` reports it (its
+/// `KP_MOD_*` bits, `src/helpers.h`), with the reason; the first that
+/// applies is given.
+const MODULE_REFUSALS: [(u32, &CStr); 3] = [
+    (4, kernel::c_str!("NOKPROBE_SYMBOL in its module")),
+    (2, kernel::c_str!("the module's .kprobes.text")),
+    (1, kernel::c_str!("the module's .noinstr.text")),
+];
 
 /// Why the loaded module whose text holds `addr` (in the function starting
 /// at `fstart`) forbids probing it: its own `NOKPROBE_SYMBOL()` list, its
@@ -455,9 +483,11 @@ pub(crate) fn module_blacklisted(addr: usize, fstart: usize) -> Option<&'static 
     }
     // SAFETY: `f` is `__module_text_address`, resolved in `init`; the
     // helper calls it with preemption disabled as it requires.
-    let why = unsafe { kp_helper_module_blacklisted(f, addr, fstart) };
-    // SAFETY: the helper returns NULL or a static NUL-terminated string.
-    (!why.is_null()).then(|| unsafe { CStr::from_char_ptr(why) })
+    let bits = unsafe { kp_helper_module_sections(f, addr, fstart) };
+    MODULE_REFUSALS
+        .iter()
+        .find(|(bit, _)| bits & bit != 0)
+        .map(|&(_, why)| why)
 }
 
 /// The closure behind one walk of [`for_each_symbol`].
@@ -593,154 +623,4 @@ pub(crate) fn graph_return_address(ret: usize, retp: usize) -> Option<usize> {
     // shadow stack.
     let real = unsafe { kp_call_ftrace_graph_ret_addr(f, ret, retp as *mut c_ulong) } as usize;
     (real != ret).then_some(real)
-}
-
-/// Whether the instruction at `addr` has an exception-table entry (a fixup
-/// for a fault it may take, e.g. a user access). Process context.
-pub(crate) fn has_extable_entry(addr: usize) -> bool {
-    let f = SEARCH_EXTABLES.load(Ordering::Acquire);
-    if f == 0 {
-        return true; // cannot tell: be safe
-    }
-    let mut fixup = 0;
-    // SAFETY: `f` is `search_exception_tables` (or its gate), resolved in
-    // `init`; it takes the RCU read lock it needs itself.
-    unsafe { kp_call_search_exception_tables(f, addr, &mut fixup) }
-}
-
-/// Where the exception fixup of the instruction at `addr` lands, if it has
-/// one. Process context.
-// Only the x86_64 jump optimization needs it.
-#[cfg_attr(not(CONFIG_X86_64), allow(dead_code))]
-pub(crate) fn extable_landing(addr: usize) -> Option<usize> {
-    let f = SEARCH_EXTABLES.load(Ordering::Acquire);
-    if f == 0 {
-        return None;
-    }
-    let mut fixup = 0;
-    // SAFETY: as in `has_extable_entry`.
-    unsafe { kp_call_search_exception_tables(f, addr, &mut fixup) }.then_some(fixup)
-}
-
-/// The kernel's `text_mutex`, held: every writer of kernel text takes it
-/// (`text_poke()` asserts it), which orders the engine's writes with jump
-/// labels, static calls, alternatives and ftrace. Process context.
-pub(crate) struct TextLock {
-    _held: CheckGuard,
-}
-
-impl TextLock {
-    /// Takes `text_mutex` (nothing when it could not be resolved).
-    pub(crate) fn lock() -> Self {
-        TextLock {
-            _held: CheckGuard::lock(),
-        }
-    }
-}
-
-/// `text_mutex` held (process context); nothing when it could not be
-/// resolved.
-struct CheckGuard(usize);
-
-impl CheckGuard {
-    fn lock() -> Self {
-        let mutex = TEXT_MUTEX.load(Ordering::Acquire);
-        if mutex != 0 {
-            // SAFETY: `text_mutex`, resolved in `init`, is a `struct mutex`.
-            unsafe { bindings::mutex_lock(mutex as *mut bindings::mutex) };
-        }
-        CheckGuard(mutex)
-    }
-}
-
-impl Drop for CheckGuard {
-    fn drop(&mut self) {
-        if self.0 != 0 {
-            // SAFETY: locked in `lock`.
-            unsafe { bindings::mutex_unlock(self.0 as *mut bindings::mutex) };
-        }
-    }
-}
-
-/// What [`reserved_by`] says of an ftrace call site.
-pub(crate) const FTRACE_SITE: &str = "an ftrace call site";
-
-/// Why the text at `addr` belongs to another kernel text-patching user, if
-/// it does: jump labels, static calls, alternatives, or an ftrace call site
-/// within `[addr, addr + ftrace_guard]` (the arch says how far ftrace's
-/// bytes reach back, e.g. arm64's per-function ops literal).
-pub(crate) fn reserved_by(addr: usize, ftrace_guard: usize) -> Option<&'static str> {
-    reserved_range_by(addr, addr + 1, ftrace_guard)
-}
-
-/// [`reserved_by`] for any byte of `[start, end)`.
-pub(crate) fn reserved_range_by(
-    start: usize,
-    end: usize,
-    ftrace_guard: usize,
-) -> Option<&'static str> {
-    let last = end - 1;
-    let (lock, unlock) = (
-        JUMP_LABEL_LOCK.load(Ordering::Acquire),
-        JUMP_LABEL_UNLOCK.load(Ordering::Acquire),
-    );
-    let (lock, unlock) = if lock != 0 && unlock != 0 {
-        (lock, unlock)
-    } else {
-        (0, 0)
-    };
-    for (which, (slot, (why, _))) in RESERVED_FNS.iter().zip(RESERVED_CHECKS.iter()).enumerate() {
-        let f = slot.load(Ordering::Acquire);
-        if f == 0 {
-            continue;
-        }
-        let _held = (which == RESERVED_TEXT_LOCKED).then(CheckGuard::lock);
-        // SAFETY: `f` is the check `which` names (or its gate), resolved in
-        // `init`, as are the jump-label lock functions; `text_mutex` is
-        // held for the check that wants it.
-        let reserved =
-            unsafe { kp_call_text_reserved(f, which as c_uint, lock, unlock, start, last) } != 0;
-        if reserved {
-            return Some(why);
-        }
-    }
-    if ftrace_location_range(start, last + ftrace_guard).is_some_and(|site| site != 0) {
-        return Some(FTRACE_SITE);
-    }
-    None
-}
-
-/// `ftrace_location_range(start, last)`: the first ftrace call site in
-/// `start..=last`, 0 if none; `None` when the function could not be
-/// resolved.
-pub(crate) fn ftrace_location_range(start: usize, last: usize) -> Option<usize> {
-    let f = FTRACE_LOCATION_RANGE.load(Ordering::Acquire);
-    if f == 0 {
-        return None;
-    }
-    // SAFETY: `f` is `ftrace_location_range` (or its gate), resolved in
-    // `init`.
-    Some(unsafe { kp_call_ftrace_location_range(f, start, last) } as usize)
-}
-
-/// Whether ftrace has a call site anywhere in `start..=last`; `None` when
-/// `ftrace_location_range` could not be resolved.
-pub(crate) fn has_ftrace_site(start: usize, last: usize) -> Option<bool> {
-    ftrace_location_range(start, last).map(|site| site != 0)
-}
-
-/// Whether `addr` is exactly an ftrace call site.
-pub(crate) fn is_ftrace_site(addr: usize) -> bool {
-    ftrace_location_range(addr, addr) == Some(addr)
-}
-
-/// Whether `addr` lies in the kernel image's text, head text included
-/// (`_text` .. `_etext`).
-pub(crate) fn in_kernel_image_text(addr: usize) -> bool {
-    (TEXT.load(Ordering::Relaxed)..ETEXT.load(Ordering::Relaxed)).contains(&addr)
-}
-
-/// Whether `addr` lies in the core kernel's `.text` (`_stext` .. `_etext`).
-pub(crate) fn in_kernel_text(addr: usize) -> bool {
-    (STEXT.load(Ordering::Relaxed)..ETEXT.load(Ordering::Relaxed)).contains(&addr)
 }
