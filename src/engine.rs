@@ -46,6 +46,7 @@ use kernel::prelude::*;
 
 pub use blacklist::{kp_blacklist_range, kp_blacklisted};
 pub use events::{kp_event_command, kp_event_id};
+pub use ftrace::kp_ftrace_release;
 pub use kretprobe::{
     kp_register_kretprobe, kp_register_kretprobes, kp_unregister_kretprobe,
     kp_unregister_kretprobes,

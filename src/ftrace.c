@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C glue for probes on ftrace call sites (src/ftrace.rs). Built from what
- * Rust cannot reach: ftrace_ops structs, ftrace_get_regs(), the
- * recursion-protection inlines, the hash table and delayed-work macros.
+ * C glue for probes on ftrace call sites (src/ftrace/): what Rust cannot
+ * reach. ftrace_ops structs, ftrace_get_regs(), the recursion-protection
+ * inlines, the delayed work and the wait queue.
  *
  * An armed site reaches the engine one of two ways:
  *
@@ -12,22 +12,17 @@
  *   and runs the hit (src/hit.rs, on_ftrace): no ftrace_regs_caller, no
  *   callback, no recursion bits, the cheapest entry there is. When another
  *   ftrace user traces the same function, ftrace runs its callbacks and
- *   then jumps to the trampoline with the same stack.
+ *   then jumps to the trampoline with the same stack. Which site gets one,
+ *   the cap and when one goes (parked, then taken down by a worker) are
+ *   src/ftrace/direct.rs; here is making and freeing the ops.
  * - shared: the engine's one kp_entry_ops, whose filter holds such sites,
  *   and its callback kp_ftrace_func -> kp_ftrace_hit. Used where a direct
  *   ops cannot be had: the function already has a direct caller (a BPF
- *   trampoline: -EBUSY), KP_DIRECT_MAX sites are direct already, or the
- *   arch has no direct calls.
+ *   trampoline: -EBUSY), the cap is reached, or the arch has no direct
+ *   calls.
  *
- * Taking a direct ops down is slow: ftrace_shutdown() of a dynamic ops
- * waits for tasks-RCU (40-230 ms each in the test VMs). So a disarmed
- * direct site is parked: it keeps calling the trampoline, which finds no
- * probe there and returns, and re-arming it costs nothing; a worker
- * unregisters sites parked for KP_PARK_DELAY, one per run. A module going
- * away and the engine's exit take their parked sites down at once.
- *
- * Every function here but the worker runs under the engine's registration
- * lock (kp_helper_reg_lock()); so do the worker's table changes.
+ * Everything here but the worker and the dying-list mutex runs under the
+ * engine's registration lock (kp_helper_reg_lock()).
  */
 #include <linux/module.h>
 #include <linux/ftrace.h>
@@ -46,66 +41,94 @@
 
 /* Implemented in src/hit.rs. */
 void kp_ftrace_hit(unsigned long ip, struct pt_regs *regs);
+/* src/ftrace/direct.rs: the direct sites' worker. */
+void kp_direct_reap(void);
 
-int kp_ftrace_arm(unsigned long ip);
-int kp_ftrace_disarm(unsigned long ip);
 bool kp_ftrace_available(void);
-void kp_ftrace_module_going(struct module *mod);
-void kp_ftrace_exit(void);
-unsigned int kp_ftrace_direct_sites(unsigned int *parked);
-int kp_ftrace_release(void);
+int kp_ftrace_shared_arm(unsigned long ip);
+int kp_ftrace_shared_disarm(unsigned long ip);
+bool kp_direct_available(void);
+void *kp_direct_ops_new(unsigned long ip, int *err);
+int kp_direct_ops_free(void *ops);
+unsigned long kp_direct_park_delay(void);
+void kp_direct_reap_later(unsigned long delay);
+void kp_direct_reap_stop(void);
+void kp_direct_dying_lock(void);
+void kp_direct_dying_unlock(void);
+void kp_direct_set_reaping(unsigned long ip);
+void kp_direct_wait_reaped(struct module *mod);
+
+/* How long a disarmed direct site stays parked before it is taken down. */
+#define KP_PARK_DELAY (2 * HZ)
+
+unsigned long kp_direct_park_delay(void)
+{
+	return KP_PARK_DELAY;
+}
+
+/*
+ * The worker and what waits for it. kp_dying_mutex guards the dying list
+ * (src/ftrace/direct.rs) and kp_reaping_ip, the site the worker is taking
+ * down (0: none); kp_reap_wq wakes up who waits for that one to be gone.
+ */
+static DEFINE_MUTEX(kp_dying_mutex);
+static unsigned long kp_reaping_ip;
+static DECLARE_WAIT_QUEUE_HEAD(kp_reap_wq);
+
+static void kp_reap_fn(struct work_struct *work)
+{
+	kp_direct_reap();
+}
+
+static DECLARE_DELAYED_WORK(kp_reap_work, kp_reap_fn);
+
+/* A no-op while the worker is pending. */
+void kp_direct_reap_later(unsigned long delay)
+{
+	schedule_delayed_work(&kp_reap_work, delay);
+}
+
+/* The worker takes the registration lock: not held here. */
+void kp_direct_reap_stop(void)
+{
+	cancel_delayed_work_sync(&kp_reap_work);
+}
+
+void kp_direct_dying_lock(void)
+{
+	mutex_lock(&kp_dying_mutex);
+}
+
+void kp_direct_dying_unlock(void)
+{
+	mutex_unlock(&kp_dying_mutex);
+}
+
+void kp_direct_set_reaping(unsigned long ip)
+{
+	WRITE_ONCE(kp_reaping_ip, ip);
+	if (!ip)
+		wake_up_all(&kp_reap_wq);
+}
+
+/* Waits until the worker is taking down no site in mod (none at all for
+ * NULL). */
+void kp_direct_wait_reaped(struct module *mod)
+{
+	wait_event(kp_reap_wq, ({
+		unsigned long ip = READ_ONCE(kp_reaping_ip);
+
+		!ip || (mod && !within_module(ip, mod));
+	}));
+}
 
 #if defined(CONFIG_DYNAMIC_FTRACE_WITH_REGS) && defined(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS)
 /* arch/x86_64/ftrace.rs */
 void kp_x86_ftrace_direct(void);
 
-/* Direct sites at most (each holds an ftrace_ops and its filter hash, and
- * costs a tasks-RCU wait to take down); more go to the shared ops. */
-#define KP_DIRECT_MAX 128
-/* How long a disarmed direct site stays parked before it is taken down. */
-#define KP_PARK_DELAY (2 * HZ)
-
-struct kp_direct {
-	struct ftrace_ops ops;
-	struct hlist_node node;		/* kp_direct_table, by ip, until dying */
-	struct list_head park;		/* kp_parked (oldest first) or kp_dying */
-	unsigned long ip;
-	unsigned long parked_at;	/* jiffies */
-	bool parked;
-};
-
-/* Armed and parked sites (registration lock). */
-static DEFINE_HASHTABLE(kp_direct_table, 7);
-static LIST_HEAD(kp_parked);
-static unsigned int kp_parked_count;
-/* Every site until it is freed, dying ones too (the cap). */
-static atomic_t kp_direct_count = ATOMIC_INIT(0);
-
-/*
- * Sites out of the table on their way down: the worker unregisters them
- * without the registration lock (a tasks-RCU wait each), so that
- * registrations that touch no ftrace state do not wait for it (ftrace holds
- * its own ftrace_lock and direct_mutex through the wait: an entry probe
- * registered meanwhile waits for that one site). kp_dying_mutex guards the
- * list and kp_reaping_ip, the site being unregistered (0: none); kp_reap_wq
- * wakes up who waits for that one to be gone.
- */
-static DEFINE_MUTEX(kp_dying_mutex);
-static LIST_HEAD(kp_dying);
-static unsigned long kp_reaping_ip;
-static DECLARE_WAIT_QUEUE_HEAD(kp_reap_wq);
-
-static void kp_reap_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(kp_reap_work, kp_reap_fn);
-
-static struct kp_direct *kp_direct_find(unsigned long ip)
+bool kp_direct_available(void)
 {
-	struct kp_direct *d;
-
-	hash_for_each_possible(kp_direct_table, d, node, ip)
-		if (d->ip == ip)
-			return d;
-	return NULL;
+	return true;
 }
 
 /*
@@ -120,230 +143,62 @@ static int kp_direct_ops_func(struct ftrace_ops *ops, enum ftrace_ops_cmd cmd)
 	return 0;
 }
 
-static int kp_direct_new(unsigned long ip)
+/* A direct ops that makes the site at ip call the trampoline, or NULL with
+ * *err (-EBUSY: someone else's direct call, or one of ours still dying). */
+void *kp_direct_ops_new(unsigned long ip, int *err)
 {
-	struct kp_direct *d = kzalloc(sizeof(*d), GFP_KERNEL);
+	struct ftrace_ops *ops = kzalloc(sizeof(*ops), GFP_KERNEL);
 	int ret;
 
-	if (!d)
-		return -ENOMEM;
-	d->ops.ops_func = kp_direct_ops_func;
-	ret = ftrace_set_filter_ip(&d->ops, ip, 0, 0);
+	if (!ops) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	ops->ops_func = kp_direct_ops_func;
+	ret = ftrace_set_filter_ip(ops, ip, 0, 0);
 	if (!ret) {
-		ret = register_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct);
+		ret = register_ftrace_direct(ops, (unsigned long)kp_x86_ftrace_direct);
 		if (ret) {
 			/* A failure inside ftrace_startup() may have had the
 			 * ops on ftrace's list for a moment, where a CPU in
 			 * ftrace_ops_list_func() can still be looking at it. */
 			synchronize_rcu_tasks_rude();
-			ftrace_free_filter(&d->ops);
+			ftrace_free_filter(ops);
 		}
 	}
 	if (ret) {
-		kfree(d);
-		return ret;
+		kfree(ops);
+		*err = ret;
+		return NULL;
 	}
-	d->ip = ip;
-	INIT_LIST_HEAD(&d->park);
-	hash_add(kp_direct_table, &d->node, ip);
-	atomic_inc(&kp_direct_count);
-	return 0;
+	return ops;
 }
 
-/* Takes a site that is out of every list down (a tasks-RCU wait: no task
- * is in the trampoline for it afterwards) and frees it. */
-static void kp_direct_free(struct kp_direct *d)
+/* Takes the site down (a tasks-RCU wait: no task is in the trampoline for
+ * it afterwards) and frees the ops; on failure the ops stays, -errno. */
+int kp_direct_ops_free(void *ops)
 {
-	unsigned int tries = 0;
-	int ret;
+	int ret = unregister_ftrace_direct(ops, (unsigned long)kp_x86_ftrace_direct, true);
 
-	/*
-	 * unregister_ftrace_direct() fails only when ftrace is broken (it
-	 * disabled itself after a failed text change: -ENODEV) or misused.
-	 * The site may then still call kp_x86_ftrace_direct(): the ops'
-	 * memory stays (leaked, loudly), and so must this module, or the
-	 * site's next call would run freed text. Pinned while it can be;
-	 * while unloading (it cannot be pinned any more) unload waits,
-	 * retrying, rather than leave.
-	 */
-	while ((ret = unregister_ftrace_direct(&d->ops, (unsigned long)kp_x86_ftrace_direct,
-					       true))) {
-		if (try_module_get(THIS_MODULE)) {
-			pr_err("kprobes: cannot release the ftrace site %pS: %d; the engine stays loaded for good\n",
-			       (void *)d->ip, ret);
-			return;
-		}
-		if (!(tries++ % 60))
-			pr_err("kprobes: cannot release the ftrace site %pS while unloading: %d; retrying\n",
-			       (void *)d->ip, ret);
-		msleep_interruptible(1000);
-	}
-	atomic_dec(&kp_direct_count);
-	kfree(d);
-}
-
-/* Moves a parked site out of the table onto the dying list. Registration
- * lock held. */
-static void kp_direct_doom(struct kp_direct *d)
-{
-	hash_del(&d->node);
-	kp_parked_count--;
-	mutex_lock(&kp_dying_mutex);
-	list_move_tail(&d->park, &kp_dying);
-	mutex_unlock(&kp_dying_mutex);
-}
-
-/* Takes down the dying sites matching mod (every one for NULL) and waits
- * for the one the worker is taking down, if it matches. */
-static int kp_dying_drain(struct module *mod)
-{
-	struct kp_direct *d, *t;
-	LIST_HEAD(mine);
-	int n = 0;
-
-	mutex_lock(&kp_dying_mutex);
-	list_for_each_entry_safe(d, t, &kp_dying, park)
-		if (!mod || within_module(d->ip, mod))
-			list_move_tail(&d->park, &mine);
-	mutex_unlock(&kp_dying_mutex);
-	list_for_each_entry_safe(d, t, &mine, park) {
-		list_del_init(&d->park);
-		kp_direct_free(d);
-		n++;
-	}
-	wait_event(kp_reap_wq, ({
-		unsigned long ip = READ_ONCE(kp_reaping_ip);
-
-		!ip || (mod && !within_module(ip, mod));
-	}));
-	return n;
-}
-
-static void kp_reap_fn(struct work_struct *work)
-{
-	struct kp_direct *d, *t;
-	unsigned long next = 0;
-
-	/* Sites parked long enough leave the table. */
-	kp_helper_reg_lock();
-	list_for_each_entry_safe(d, t, &kp_parked, park) {
-		unsigned long due = d->parked_at + KP_PARK_DELAY;
-
-		if (time_before(jiffies, due)) {
-			next = due - jiffies;
-			break;
-		}
-		kp_direct_doom(d);
-	}
-	kp_helper_reg_unlock();
-	/* Then go, one at a time, without the registration lock. */
-	for (;;) {
-		mutex_lock(&kp_dying_mutex);
-		d = list_first_entry_or_null(&kp_dying, struct kp_direct, park);
-		if (d) {
-			list_del_init(&d->park);
-			WRITE_ONCE(kp_reaping_ip, d->ip);
-		}
-		mutex_unlock(&kp_dying_mutex);
-		if (!d)
-			break;
-		kp_direct_free(d);
-		WRITE_ONCE(kp_reaping_ip, 0);
-		wake_up_all(&kp_reap_wq);
-	}
-	if (next)
-		schedule_delayed_work(&kp_reap_work, next);
-}
-
-/* 1: armed as a direct site, 0: not attempted or -EBUSY (use the shared
- * ops), < 0: error. */
-static int kp_direct_arm(unsigned long ip)
-{
-	struct kp_direct *d = kp_direct_find(ip);
-	int ret;
-
-	if (d) {
-		if (d->parked) {
-			list_del_init(&d->park);
-			d->parked = false;
-			kp_parked_count--;
-		}
-		return 1;
-	}
-	if (atomic_read(&kp_direct_count) >= KP_DIRECT_MAX)
-		return 0;
-	/* -EBUSY: someone else's direct call, or one of ours still dying. */
-	ret = kp_direct_new(ip);
-	if (ret == -EBUSY)
-		return 0;
-	return ret ? ret : 1;
-}
-
-/* true when ip is a direct site (now parked). */
-static bool kp_direct_disarm(unsigned long ip)
-{
-	struct kp_direct *d = kp_direct_find(ip);
-
-	if (!d)
-		return false;
-	if (!d->parked) {
-		d->parked = true;
-		d->parked_at = jiffies;
-		list_add_tail(&d->park, &kp_parked);
-		kp_parked_count++;
-		if (!delayed_work_pending(&kp_reap_work))
-			schedule_delayed_work(&kp_reap_work, KP_PARK_DELAY);
-	}
-	return true;
-}
-
-/* Takes down the parked and dying sites in mod (every one for NULL) and
- * returns how many. Registration lock held. */
-static int kp_direct_release(struct module *mod)
-{
-	struct kp_direct *d, *t;
-
-	list_for_each_entry_safe(d, t, &kp_parked, park)
-		if (!mod || within_module(d->ip, mod))
-			kp_direct_doom(d);
-	return kp_dying_drain(mod);
-}
-
-/* Stops the worker (it takes the registration lock: not held here). */
-static void kp_direct_stop_reaper(void)
-{
-	cancel_delayed_work_sync(&kp_reap_work);
-}
-
-static unsigned int kp_direct_sites(unsigned int *parked)
-{
-	*parked = kp_parked_count;
-	return atomic_read(&kp_direct_count);
+	if (!ret)
+		kfree(ops);
+	return ret;
 }
 #else
-static inline int kp_direct_arm(unsigned long ip)
-{
-	return 0;
-}
-
-static inline bool kp_direct_disarm(unsigned long ip)
+bool kp_direct_available(void)
 {
 	return false;
 }
 
-static inline int kp_direct_release(struct module *mod)
+void *kp_direct_ops_new(unsigned long ip, int *err)
 {
-	return 0;
+	*err = -EOPNOTSUPP;
+	return NULL;
 }
 
-static inline void kp_direct_stop_reaper(void)
+int kp_direct_ops_free(void *ops)
 {
-}
-
-static inline unsigned int kp_direct_sites(unsigned int *parked)
-{
-	*parked = 0;
-	return 0;
+	return -EOPNOTSUPP;
 }
 #endif /* direct calls */
 
@@ -446,7 +301,8 @@ static struct ftrace_ops kp_entry_ops = {
 static unsigned int kp_entry_users;
 static bool kp_entry_registered;
 
-static int kp_shared_arm(unsigned long ip)
+/* 0: the site calls the engine through the shared ops, or -errno. */
+int kp_ftrace_shared_arm(unsigned long ip)
 {
 	int ret = ftrace_set_filter_ip(&kp_entry_ops, ip, 0, 0);
 
@@ -464,7 +320,7 @@ static int kp_shared_arm(unsigned long ip)
 	return 0;
 }
 
-static int kp_shared_disarm(unsigned long ip)
+int kp_ftrace_shared_disarm(unsigned long ip)
 {
 	int ret;
 
@@ -492,25 +348,6 @@ bool kp_ftrace_available(void)
 	return true;
 }
 
-
-/* 1: the site calls the engine's trampoline, 0: through the shared ops,
- * < 0: error. */
-int kp_ftrace_arm(unsigned long ip)
-{
-	int ret = kp_direct_arm(ip);
-
-	if (ret)
-		return ret;
-	return kp_shared_arm(ip);
-}
-
-int kp_ftrace_disarm(unsigned long ip)
-{
-	if (kp_direct_disarm(ip))
-		return 0;
-	return kp_shared_disarm(ip);
-}
-
 #else
 /* No registers at ftrace sites: entry probes use the breakpoint path. */
 bool kp_ftrace_available(void)
@@ -518,44 +355,13 @@ bool kp_ftrace_available(void)
 	return false;
 }
 
-int kp_ftrace_arm(unsigned long ip)
+int kp_ftrace_shared_arm(unsigned long ip)
 {
 	return -EOPNOTSUPP;
 }
 
-int kp_ftrace_disarm(unsigned long ip)
+int kp_ftrace_shared_disarm(unsigned long ip)
 {
 	return -EOPNOTSUPP;
 }
 #endif
-
-/* Registration lock held. */
-void kp_ftrace_module_going(struct module *mod)
-{
-	kp_direct_release(mod);
-}
-
-void kp_ftrace_exit(void)
-{
-	kp_direct_stop_reaper();
-	kp_helper_reg_lock();
-	kp_direct_release(NULL);
-	kp_helper_reg_unlock();
-}
-
-unsigned int kp_ftrace_direct_sites(unsigned int *parked)
-{
-	return kp_direct_sites(parked);
-}
-
-/* include/kp_kprobes.h */
-int kp_ftrace_release(void)
-{
-	int n;
-
-	kp_helper_reg_lock();
-	n = kp_direct_release(NULL);
-	kp_helper_reg_unlock();
-	return n;
-}
-EXPORT_SYMBOL_GPL(kp_ftrace_release);

@@ -45,6 +45,7 @@ EXPORT_SYMBOL_GPL(kp_decode_insn);
 EXPORT_SYMBOL_GPL(kp_event_command);
 EXPORT_SYMBOL_GPL(kp_event_id);
 EXPORT_SYMBOL_GPL(kp_get_stats);
+EXPORT_SYMBOL_GPL(kp_ftrace_release);
 
 /* Serialises registration, unregistration and text patching. */
 static DEFINE_MUTEX(kp_reg_mutex);

@@ -34,9 +34,9 @@ pub(super) fn wants_armed(point: &Point) -> bool {
 }
 
 /// Writes the breakpoint, or makes the ftrace site call the engine.
-pub(super) fn arm_point(point: &Point) -> Result {
+pub(super) fn arm_point(g: &RegGuard, point: &Point) -> Result {
     if point.ftrace {
-        let direct = crate::ftrace::arm(point.addr)?;
+        let direct = crate::ftrace::arm(g, point.addr)?;
         // Before `armed`: which way this point's hits come (`Point::direct`).
         point.direct.store(direct, Ordering::Relaxed);
         Ok(())
@@ -48,7 +48,7 @@ pub(super) fn arm_point(point: &Point) -> Result {
 /// Undoes [`arm_point`] (a jump goes first).
 pub(super) fn disarm_point(g: &RegGuard, point: &Point) -> Result {
     if point.ftrace {
-        crate::ftrace::disarm(point.addr)
+        crate::ftrace::disarm(g, point.addr)
     } else {
         (hooks::get().unlayer)(g, point)?;
         arch::Arch::disarm(point.addr, &point.insn)
@@ -119,7 +119,7 @@ pub(super) fn sync_armed(g: &RegGuard, point: &Point) -> Result {
     let want = wants_armed(point);
     if want != point.armed.load(Ordering::Relaxed) {
         if want {
-            arm_point(point)?;
+            arm_point(g, point)?;
         } else {
             disarm_point(g, point)?;
         }
