@@ -161,8 +161,10 @@ struct kp_insn {
 	unsigned long target;
 };
 
-/* Describes the instruction at addr: 0, -EFAULT unreadable, -EILSEQ unknown
- * instruction, -EINVAL misaligned (arm64). */
+/* Describes the instruction at addr (as it was before the engine's own
+ * breakpoints and jumps): 0, -EFAULT unreadable, -EILSEQ unknown
+ * instruction, -EINVAL misaligned (arm64). Process context: takes the
+ * engine's registration mutex. */
 int kp_decode_insn(unsigned long addr, struct kp_insn *out);
 
 /* ---- probe events (kprobe_events) from code ---- */

@@ -83,7 +83,7 @@ hostlog=out/host-test.log
 if ! env "${host_env[@]}" cargo test --release -- --nocapture >"$hostlog" 2>&1; then
 	note "cargo test failed (log: $hostlog)"
 fi
-grep -E '^test result:|^(vmlinux|random|exhaustive|modules|arm64|events)' "$hostlog" | sed 's/^/[host] /'
+grep -E '^test result:|^(vmlinux|random|exhaustive|modules|arm64|events|x86_copy)' "$hostlog" | sed 's/^/[host] /'
 hp=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1/' | paste -sd+ | bc)
 hf=$(grep -E '^test result:' "$hostlog" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\2/' | paste -sd+ | bc)
 if [ -z "$hp" ]; then

@@ -12,6 +12,7 @@
 //! a third architecture is one new folder implementing [`Backend`]'s
 //! parts. `docs/arch-interface.md` says what the types cannot.
 
+use crate::lock::RegGuard;
 use kernel::bindings::pt_regs;
 use kernel::prelude::*;
 use kernel::str::CStr;
@@ -71,7 +72,7 @@ pub(crate) trait Insns {
     /// Decodes from the function start, checks the boundary, classifies,
     /// refuses what cannot be probed (`-EILSEQ`, `-EOPNOTSUPP`, `-EBUSY`),
     /// writes the slot.
-    fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<Self::Insn>;
+    fn prepare(g: &RegGuard, addr: usize, fstart: usize, fsize: usize) -> Result<Self::Insn>;
     /// Gives the slot back (after a grace period).
     fn release(insn: Self::Insn);
     /// Refills a slot before a deferred reuse.
@@ -130,14 +131,14 @@ pub(crate) trait Entries: Insns {
     const FTRACE_FULL_REGS: bool = true;
     /// Where a probe on a function's entry really goes (past what the arch
     /// or ftrace reserves there).
-    fn entry_probe_address(start: usize, size: usize) -> usize;
+    fn entry_probe_address(g: &RegGuard, start: usize, size: usize) -> usize;
     /// The function's ftrace call site, if entries may use it (default:
     /// none, every entry probe is a breakpoint).
-    fn ftrace_entry_site(_start: usize, _size: usize) -> Option<usize> {
+    fn ftrace_entry_site(_g: &RegGuard, _start: usize, _size: usize) -> Option<usize> {
         None
     }
     /// An inert instruction record for a point served by ftrace.
-    fn ftrace_insn(addr: usize) -> Self::Insn;
+    fn ftrace_insn(g: &RegGuard, addr: usize) -> Self::Insn;
     /// Turns a handler's return-to-caller on the ftrace path into what
     /// ftrace can honour; false when it cannot.
     fn ftrace_fixup_redirect(_regs: &mut pt_regs, _orig_sp: usize, _orig_ip: usize) -> bool {
@@ -227,6 +228,7 @@ pub(crate) trait Jumps {
     const OPT_MAX_SPAN: usize = 1;
     /// Checks a probe's function and builds its detour.
     fn opt_prepare(
+        _g: &RegGuard,
         _addr: usize,
         _fstart: usize,
         _fsize: usize,
@@ -303,8 +305,9 @@ pub(crate) trait Traps {
 pub(crate) trait Core {
     /// What the engine itself wrote at `addr`: the record of the probed
     /// instruction there (its original bytes), and the jump written over
-    /// it, if any. Registration lock held.
-    fn patch_at(addr: usize) -> Option<(ArchInsn, Option<OptInsn>)>;
+    /// it, if any. The registration lock is held (`g`): the jump's record
+    /// is written under it.
+    fn patch_at(g: &RegGuard, addr: usize) -> Option<(ArchInsn, Option<OptInsn>)>;
     /// A breakpoint at `addr` fired. True when it was the engine's; `regs`
     /// then say where to resume. Trap context, interrupts off.
     fn on_break(addr: usize, regs: &mut pt_regs) -> bool;

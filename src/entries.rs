@@ -5,13 +5,14 @@
 //! nowhere else.
 
 use crate::arch::{ArchInsn, Core, OptInsn, OptPoint};
+use crate::lock::RegGuard;
 use kernel::bindings::pt_regs;
 
 /// The engine, as its backend sees it.
 pub(crate) struct Engine;
 
 impl Core for Engine {
-    fn patch_at(addr: usize) -> Option<(ArchInsn, Option<OptInsn>)> {
+    fn patch_at(_g: &RegGuard, addr: usize) -> Option<(ArchInsn, Option<OptInsn>)> {
         let p = crate::registry::lookup(addr)?;
         Some((p.insn, p.opt.jumped().then(|| p.opt.insn())))
     }

@@ -41,6 +41,9 @@ fn enabled(point: &Point) -> impl Iterator<Item = &Probe> {
 
 /// A breakpoint at `addr` fired. Returns whether it was ours; if so `regs`
 /// say where to resume.
+// One caller (the backend's trap glue, through `Core`): inlined there, as
+// when the glue called it by name.
+#[inline(always)]
 pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     let Some(point) = registry::lookup(addr) else {
         return false;
@@ -181,6 +184,9 @@ pub(crate) unsafe fn on_ftrace(ip: usize, regs: &mut bindings::pt_regs, direct: 
 /// (arm64: telling the kernel's IRQ-state tracking that interrupts are
 /// off; kernel code it calls that hits a probe of its own then finds the
 /// CPU busy instead of recursing).
+// One caller (the backend's trap glue, through `Core`): inlined there, as
+// when the glue called it by name.
+#[inline(always)]
 pub(crate) fn on_jump<G>(
     addr: usize,
     regs: &mut bindings::pt_regs,
@@ -423,6 +429,9 @@ fn run_fault_handlers(cpu: Cpu, point: &Point, regs: &mut bindings::pt_regs, tra
 /// [`on_step_done`] does, with `regs` the state after the copy (interrupts
 /// still off since the breakpoint). Returns where execution goes on unless
 /// a post handler moved `regs.ip` from there.
+// One caller (the backend's trap glue, through `Core`): inlined there, as
+// when the glue called it by name.
+#[inline(always)]
 pub(crate) fn on_step_jump(addr: usize, regs: &mut bindings::pt_regs) -> usize {
     // SAFETY: interrupts are off.
     let cpu = unsafe { Cpu::this() };
@@ -463,6 +472,9 @@ fn end_step(cpu: Cpu, d: usize, f: Frame, point: &Point, regs: &mut bindings::pt
 
 /// A breakpoint at `addr` fired; if it ends the out-of-line copy this CPU is
 /// running, finish the step and run the post handlers.
+// One caller (the backend's trap glue, through `Core`): inlined there, as
+// when the glue called it by name.
+#[inline(always)]
 pub(crate) fn on_step_done(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     // SAFETY: trap context, interrupts off.
     let cpu = unsafe { Cpu::this() };

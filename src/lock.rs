@@ -19,17 +19,35 @@ extern "C" {
 /// INVARIANT: while a `RegGuard` exists, this task holds the mutex.
 pub(crate) struct RegGuard(core::marker::PhantomData<*mut ()>);
 
+// SAFETY: made only by `RegGuard::lock`, which takes the registration
+// mutex; dropping it releases the mutex.
+unsafe impl Guard for RegGuard {}
+
+/// A lock's guard.
+///
+/// # Safety
+///
+/// While a value of the type exists, its task holds a mutex that no other
+/// value of the type can exist without: at most one exists at a time, and
+/// only the lock function makes one.
+pub(crate) unsafe trait Guard {}
+
 /// A global reached only with the lock whose guard is a `G` held: reaching
 /// it takes a `&G` (a pointer, whose use stays `unsafe`) or a `&mut G` (a
 /// reference, for as long as the guard is borrowed), so the "under the
 /// lock" claims are checked by the compiler (as `LockedBy` does in
-/// `rust/kernel/sync/`). Guards are made only by their `lock()` below.
-pub(crate) struct LockedBy<T, G>(core::cell::UnsafeCell<T>, core::marker::PhantomData<fn(&G)>);
+/// `rust/kernel/sync/`). Unlike the kernel's, `T` need not be `Send`: the
+/// values here are the engine's own tables of raw pointers into memory it
+/// manages, reached by whichever task holds the lock.
+pub(crate) struct LockedBy<T, G: Guard>(
+    core::cell::UnsafeCell<T>,
+    core::marker::PhantomData<fn(&G)>,
+);
 
 // SAFETY: the value is only reached with the lock held: one task at a time.
-unsafe impl<T, G> Sync for LockedBy<T, G> {}
+unsafe impl<T, G: Guard> Sync for LockedBy<T, G> {}
 
-impl<T, G> LockedBy<T, G> {
+impl<T, G: Guard> LockedBy<T, G> {
     pub(crate) const fn new(v: T) -> Self {
         LockedBy(core::cell::UnsafeCell::new(v), core::marker::PhantomData)
     }
@@ -74,6 +92,10 @@ impl Drop for RegGuard {
 ///
 /// INVARIANT: while an `EventsGuard` exists, this task holds the mutex.
 pub(crate) struct EventsGuard(core::marker::PhantomData<*mut ()>);
+
+// SAFETY: made only by `EventsGuard::lock`, which takes the events mutex;
+// dropping it releases the mutex.
+unsafe impl Guard for EventsGuard {}
 
 impl EventsGuard {
     /// Takes the events mutex. Process context.

@@ -87,7 +87,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
             let Some(sym) = crate::symbols::symbol_at(point.addr) else {
                 return;
             };
-            match arch::Arch::opt_prepare(point.addr, sym.start, sym.size, |a| {
+            match arch::Arch::opt_prepare(&g, point.addr, sym.start, sym.size, |a| {
                 registry::lookup(a).is_some()
             }) {
                 Ok(o) => {

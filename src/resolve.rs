@@ -124,12 +124,12 @@ pub(crate) fn validate(addr: usize, ftrace: bool) -> Result<symbols::Bounds> {
 /// ftrace path is on and the arch has it (and, for handlers that need
 /// every register, `full_regs`, gives them there), else past what the arch
 /// reserves there (see the backends).
-pub(crate) fn adjust_entry(addr: usize, full_regs: bool) -> (usize, bool) {
+pub(crate) fn adjust_entry(g: &RegGuard, addr: usize, full_regs: bool) -> (usize, bool) {
     let ftrace = crate::ftrace::entry_enabled() && (!full_regs || arch::FTRACE_FULL_REGS);
     match symbols::bounds(addr) {
-        Some(s) if s.start == addr => match arch::Arch::ftrace_entry_site(s.start, s.size) {
+        Some(s) if s.start == addr => match arch::Arch::ftrace_entry_site(g, s.start, s.size) {
             Some(site) if ftrace => (site, true),
-            _ => (arch::Arch::entry_probe_address(s.start, s.size), false),
+            _ => (arch::Arch::entry_probe_address(g, s.start, s.size), false),
         },
         _ if ftrace && symbols::is_ftrace_site(addr) => (addr, true),
         _ => (addr, false),
@@ -145,22 +145,23 @@ fn wants_full_regs(p: &KpKprobe) -> bool {
 /// ftrace, validated, and the function it is in. Registration lock held: the
 /// text cannot change under the checks (no point is freed, no module
 /// finishes going away).
-pub(crate) fn resolve(_g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Bounds)> {
-    let (addr, ftrace) = adjust_entry(requested_address(p)?, wants_full_regs(p));
+pub(crate) fn resolve(g: &RegGuard, p: &KpKprobe) -> Result<(usize, bool, symbols::Bounds)> {
+    let (addr, ftrace) = adjust_entry(g, requested_address(p)?, wants_full_regs(p));
     let sym = validate(addr, ftrace)?;
     Ok((addr, ftrace, sym))
 }
 
 /// For kretprobes: checks that `p` names a function entry (symbol + 0, or
 /// the address of a function's first byte) that can be probed, and returns
-/// that function.
-pub(crate) fn function_entry(p: &KpKprobe) -> Result<symbols::Symbol> {
+/// that function. Registration lock held (the entry adjustment reads text
+/// as the engine found it).
+pub(crate) fn function_entry(g: &RegGuard, p: &KpKprobe) -> Result<symbols::Symbol> {
     let addr = requested_address(p)?;
     let Some(sym) = symbols::symbol_at(addr).filter(|s| s.start == addr) else {
         pr_err!("kretprobe: {:#x} is not a function entry\n", addr);
         return Err(EINVAL);
     };
-    let (at, ftrace) = adjust_entry(addr, wants_full_regs(p));
+    let (at, ftrace) = adjust_entry(g, addr, wants_full_regs(p));
     validate(at, ftrace)?;
     Ok(sym)
 }

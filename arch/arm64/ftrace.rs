@@ -50,14 +50,14 @@ impl Entries for Arch {
     /// PAC/shadow-call-stack kernel that is before `paciasp` and the shadow
     /// stack push: a kretprobe's new return address is the one signed and
     /// pushed.
-    fn entry_probe_address(start: usize, size: usize) -> usize {
+    fn entry_probe_address(g: &RegGuard, start: usize, size: usize) -> usize {
         // ftrace knows its site even under someone else's BRK.
-        if let Some(site) = Self::ftrace_entry_site(start, size) {
+        if let Some(site) = Self::ftrace_entry_site(g, start, size) {
             if site + 4 - start < size {
                 return site + 4;
             }
         }
-        let Ok(first) = read_insn(start) else {
+        let Ok(first) = read_insn(g, start) else {
             return start;
         };
         let at = if (first == BTI_C || first == BTI_JC) && size > 4 {
@@ -65,7 +65,7 @@ impl Entries for Arch {
         } else {
             start
         };
-        let (Ok(a), Ok(b)) = (read_insn(at), read_insn(at + 4)) else {
+        let (Ok(a), Ok(b)) = (read_insn(g, at), read_insn(g, at + 4)) else {
             return at;
         };
         let second_is_ftrace = b == NOP || matches!(decode::classify(b), Class::Bl { .. });
@@ -81,7 +81,7 @@ impl Entries for Arch {
     /// engine's `ftrace_ops` (`src/ftrace.c`) without a BRK.
     /// Asked of ftrace, not decoded: someone else's BRK may sit on the
     /// `bti c` (the kernel's kprobe on the symbol, on a BTI kernel).
-    fn ftrace_entry_site(start: usize, size: usize) -> Option<usize> {
+    fn ftrace_entry_site(_g: &RegGuard, start: usize, size: usize) -> Option<usize> {
         let last = start
             .checked_add(size.min(FTRACE_ENTRY_SPAN))?
             .checked_sub(1)?;
@@ -89,9 +89,9 @@ impl Entries for Arch {
     }
 
     /// An inert instruction record for a point served by ftrace.
-    fn ftrace_insn(addr: usize) -> ArchInsn {
+    fn ftrace_insn(g: &RegGuard, addr: usize) -> ArchInsn {
         ArchInsn {
-            orig: read_insn(addr).unwrap_or(NOP),
+            orig: read_insn(g, addr).unwrap_or(NOP),
             simulated: false,
             slot: 0,
             boost: false,

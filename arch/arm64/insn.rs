@@ -18,7 +18,7 @@ impl Insns for Arch {
 
     /// Decodes and classifies the instruction at `addr`, and prepares its slot
     /// unless it is simulated.
-    fn prepare(addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {
+    fn prepare(g: &RegGuard, addr: usize, fstart: usize, _fsize: usize) -> Result<ArchInsn> {
         if addr % 4 != 0 {
             pr_err!("arm64: {:#x} is not on an instruction boundary\n", addr);
             return Err(crate::errno::eilseq());
@@ -37,7 +37,7 @@ impl Insns for Arch {
             );
             return Err(EINVAL);
         }
-        let orig = read_insn(addr)?;
+        let orig = read_insn(g, addr)?;
         let class = decode::classify(orig);
         if let Class::Reject(why) = class {
             pr_err!(
@@ -58,7 +58,7 @@ impl Insns for Arch {
         let n = core::cmp::min((addr - fstart) / 4, decode::MAX_ATOMIC_CONTEXT);
         let ctx = &mut before[decode::MAX_ATOMIC_CONTEXT - n..];
         for (i, w) in ctx.iter_mut().enumerate() {
-            *w = read_insn(addr - (n - i) * 4)?;
+            *w = read_insn(g, addr - (n - i) * 4)?;
         }
         if decode::in_exclusive_sequence(ctx) {
             pr_err!(

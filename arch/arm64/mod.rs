@@ -73,6 +73,7 @@ mod step;
 mod trap;
 
 use crate::arch::{Entries, Insns, Refusals, Steps, Traps};
+use crate::lock::RegGuard;
 use crate::slots;
 use decode::Class;
 use kernel::bindings;
@@ -224,11 +225,11 @@ const NOP: u32 = 0xd503_201f;
 
 /// Reads the instruction at `addr`, with the original in place of our BRK
 /// or of a jump-optimized probe's `B` ([`opt`]).
-fn read_insn(addr: usize) -> Result<u32> {
+fn read_insn(g: &crate::lock::RegGuard, addr: usize) -> Result<u32> {
     let [w] = read_words::<1>(addr).ok_or(EFAULT)?;
     let brk = decode::is_brk(w) == Some(KP_BRK_IMM);
     if brk || matches!(decode::classify(w), Class::B { .. }) {
-        if let Some((insn, o)) = <crate::entries::Engine as crate::arch::Core>::patch_at(addr) {
+        if let Some((insn, o)) = <crate::entries::Engine as crate::arch::Core>::patch_at(g, addr) {
             // Ours: the BRK, or the jump to this point's own detour.
             let jump = o.is_some_and(|o| decode::b(addr as u64, o.detour() as u64) == Some(w));
             if brk || jump {

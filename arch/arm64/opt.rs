@@ -322,8 +322,8 @@ impl OptPoint<OptInsn> for OptState {
 
 /// Decides whether the probe at `addr` can be jump-optimized and builds its
 /// detour. Registration lock held.
-fn prepare(addr: usize) -> core::result::Result<OptInsn, Refusal> {
-    let orig = read_insn(addr).map_err(|_| ("unreadable text", true))?;
+fn prepare(g: &crate::lock::RegGuard, addr: usize) -> core::result::Result<OptInsn, Refusal> {
+    let orig = read_insn(g, addr).map_err(|_| ("unreadable text", true))?;
     let class = decode::classify(orig);
     if class.is_simulated() || matches!(class, decode::Class::Reject(_)) {
         return Err(("the instruction cannot run out of line", true));
@@ -373,12 +373,13 @@ impl Jumps for Arch {
     const OPT_MAX_SPAN: usize = 4;
 
     fn opt_prepare(
+        g: &crate::lock::RegGuard,
         addr: usize,
         _fstart: usize,
         _fsize: usize,
         _other_probe: impl Fn(usize) -> bool,
     ) -> core::result::Result<OptInsn, Refusal> {
-        prepare(addr)
+        prepare(g, addr)
     }
 
     fn opt_span(_o: &OptInsn) -> usize {

@@ -78,8 +78,8 @@ impl Steps for Arch {
         }
         // The original instruction, with our own BRK or jump undone.
         let w = {
-            let _g = crate::lock::RegGuard::lock();
-            read_insn(addr)?
+            let g = crate::lock::RegGuard::lock();
+            read_insn(&g, addr)?
         };
         let class = decode::classify(w);
         let branch = matches!(

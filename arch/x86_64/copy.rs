@@ -12,7 +12,7 @@
 //! ([`plan`]; `emulate.rs` runs it at a hit), and the relocated copy of
 //! those that can ([`place_copy`], with [`put_rel32`] for the jumps and
 //! calls around it). Pure: the host crate checks it against iced-x86 on
-//! the built kernels' text (`host/tests/x86_decode.rs`).
+//! the built kernels' text (`host/tests/x86_copy.rs`).
 
 use super::decode::{Class, Insn, OpMap};
 

@@ -27,7 +27,7 @@ pub(super) fn init_optprobe_head() {
     if !(1..=OPTPROBE_HEAD.len()).contains(&n) {
         return;
     }
-    let Ok(b) = read_text(entry) else {
+    let Ok(b) = read_text(&RegGuard::lock(), entry) else {
         return;
     };
     for (slot, &v) in OPTPROBE_HEAD.iter().zip(b.iter()).take(n) {
@@ -56,10 +56,10 @@ pub(super) fn is_optprobe_detour(t: usize) -> bool {
 
 /// Whether every byte from `pc` to `fend` is an `int3`: padding at the end
 /// of a function (after a `ud2`, a call that does not return, a `ret`).
-pub(super) fn int3_to_end(pc: usize, fend: usize) -> bool {
+pub(super) fn int3_to_end(g: &RegGuard, pc: usize, fend: usize) -> bool {
     let mut at = pc;
     while at < fend {
-        let Ok(b) = read_text(at) else {
+        let Ok(b) = read_text(g, at) else {
             return false;
         };
         let n = (fend - at).min(b.len());
@@ -89,6 +89,7 @@ pub(super) fn int3_to_end(pc: usize, fend: usize) -> bool {
 ///   5 bytes cover more than one instruction. Other jumps out of text
 ///   (freed init code, ITS thunks, BPF images) are real instructions.
 pub(super) fn foreign_patch(
+    g: &RegGuard,
     pc: usize,
     insn: &decode::Insn,
     bytes: &[u8],
@@ -101,7 +102,7 @@ pub(super) fn foreign_patch(
                 prev,
                 Some(Class::Ret | Class::JmpRel | Class::JmpIndirect | Class::Int3)
             );
-            (!after_jump && !int3_to_end(pc, fend)).then_some("someone else's int3")
+            (!after_jump && !int3_to_end(g, pc, fend)).then_some("someone else's int3")
         }
         Class::JmpRel if insn.rel_len == 4 => {
             let t = insn.rel_target(pc as u64, bytes)? as usize;

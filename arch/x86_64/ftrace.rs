@@ -92,8 +92,8 @@ impl Entries for Arch {
     /// time, and they may call anything: ftrace's trampolines, a BPF
     /// trampoline, this engine's parked direct sites). The first real
     /// instruction is probed.
-    fn entry_probe_address(start: usize, size: usize) -> usize {
-        let Ok(b) = read_text(start) else {
+    fn entry_probe_address(g: &RegGuard, start: usize, size: usize) -> usize {
+        let Ok(b) = read_text(g, start) else {
             return start;
         };
         let mut at = 0;
@@ -115,8 +115,8 @@ impl Entries for Arch {
 
     /// Where a function's ftrace call site is (past `endbr64`), if it has one:
     /// entry probes there take the engine's ftrace path (`src/ftrace.rs`).
-    fn ftrace_entry_site(start: usize, _size: usize) -> Option<usize> {
-        let b = read_text(start).ok()?;
+    fn ftrace_entry_site(g: &RegGuard, start: usize, _size: usize) -> Option<usize> {
+        let b = read_text(g, start).ok()?;
         let at = if starts_with_endbr(&b) {
             start + 4
         } else {
@@ -127,11 +127,11 @@ impl Entries for Arch {
 
     /// An inert instruction record for a point served by ftrace (no slot, no
     /// breakpoint: the 5-byte call site).
-    fn ftrace_insn(addr: usize) -> ArchInsn {
+    fn ftrace_insn(g: &RegGuard, addr: usize) -> ArchInsn {
         ArchInsn {
             slot: 0,
             len: FTRACE_SITE_LEN as u8,
-            orig: read_text(addr).unwrap_or([0; MAX_INSN_LEN]),
+            orig: read_text(g, addr).unwrap_or([0; MAX_INSN_LEN]),
             emulate: None,
             boostable: false,
             post_tail: false,

@@ -16,7 +16,7 @@ extern "C" {
 /// Reads up to `MAX_INSN_LEN` bytes of text at `addr`, with the original
 /// bytes in place of our own breakpoints and jumps. Registration lock held
 /// (the jumps' bytes are read under it).
-pub(super) fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
+pub(super) fn read_text(g: &RegGuard, addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     let mut buf = [0u8; MAX_INSN_LEN];
     // Near the end of mapped text fewer than MAX_INSN_LEN bytes may be
     // readable: try shorter reads (the rest stays zero; the decoder then
@@ -33,7 +33,7 @@ pub(super) fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
     // Our int3s first, then our jumps (whose bytes may look like int3).
     for (i, b) in buf.iter_mut().enumerate() {
         if *b == INT3 {
-            if let Some((insn, _)) = Engine::patch_at(addr + i) {
+            if let Some((insn, _)) = Engine::patch_at(g, addr + i) {
                 *b = insn.orig[0];
             }
         }
@@ -44,7 +44,7 @@ pub(super) fn read_text(addr: usize) -> Result<[u8; MAX_INSN_LEN]> {
         0..0
     };
     for a in jumps {
-        let Some((_, Some(o))) = Engine::patch_at(a) else {
+        let Some((_, Some(o))) = Engine::patch_at(g, a) else {
             continue;
         };
         for (i, &b) in o.orig().iter().enumerate() {
@@ -87,11 +87,11 @@ impl Insns for Arch {
 
     /// Finds the instruction at `addr` by decoding from the function start, and
     /// prepares its out-of-line copy.
-    fn prepare(addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
+    fn prepare(g: &RegGuard, addr: usize, fstart: usize, fsize: usize) -> Result<ArchInsn> {
         let mut pc = fstart;
         let mut prev = None;
         let insn = loop {
-            let bytes = read_text(pc)?;
+            let bytes = read_text(g, pc)?;
             let insn = match decode(&bytes) {
                 Ok(i) => i,
                 Err(e) => {
@@ -107,7 +107,7 @@ impl Insns for Arch {
             if pc == addr {
                 break (insn, bytes);
             }
-            if let Some(why) = foreign_patch(pc, &insn, &bytes, prev, fstart + fsize) {
+            if let Some(why) = foreign_patch(g, pc, &insn, &bytes, prev, fstart + fsize) {
                 pr_err!(
                     "x86: {} at {:#x}, before {:#x}: cannot find the instruction boundaries past it\n",
                     why,
@@ -128,7 +128,7 @@ impl Insns for Arch {
             pr_err!("x86: {:#x} already holds someone else's int3\n", addr);
             return Err(EBUSY);
         }
-        if let Some(why) = foreign_patch(addr, &insn, &bytes, Some(Class::Ret), fstart + fsize) {
+        if let Some(why) = foreign_patch(g, addr, &insn, &bytes, Some(Class::Ret), fstart + fsize) {
             pr_err!("x86: {:#x} holds {}\n", addr, why);
             return Err(EBUSY);
         }

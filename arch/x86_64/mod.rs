@@ -65,6 +65,7 @@ use step::*;
 use tramp::*;
 
 use crate::arch::{Entries, Insns, Refusals, Steps, Traps};
+use crate::lock::RegGuard;
 use crate::{slots, text};
 
 use core::sync::atomic::Ordering;

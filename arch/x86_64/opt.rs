@@ -38,6 +38,7 @@ use super::{place_copy, put_rel32, read_text, Arch, INT3, SLOT_SIZE};
 use crate::arch::Core;
 use crate::arch::{Entries, Jumps, OptPoint, Refusal};
 use crate::entries::Engine;
+use crate::lock::RegGuard;
 use crate::{slots, symbols, text};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::bindings;
@@ -198,6 +199,7 @@ unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
 /// fsize)`) can be jump-optimized and builds its detour. `other_probe(a)`
 /// says whether another probe sits at `a`. Registration lock held.
 pub(crate) fn prepare(
+    g: &RegGuard,
     addr: usize,
     fstart: usize,
     fsize: usize,
@@ -211,9 +213,9 @@ pub(crate) fn prepare(
     // predecessor too.)
     let mut prev = None;
     while at < addr + JMP_LEN {
-        let bytes = read_text(at).map_err(|_| ("unreadable text", true))?;
+        let bytes = read_text(g, at).map_err(|_| ("unreadable text", true))?;
         let insn = decode(&bytes).map_err(|_| ("undecodable instruction", true))?;
-        if super::foreign_patch(at, &insn, &bytes, prev, fend).is_some() {
+        if super::foreign_patch(g, at, &insn, &bytes, prev, fend).is_some() {
             return Err(("someone else's patch under the jump", true));
         }
         prev = Some(insn.class);
@@ -248,10 +250,10 @@ pub(crate) fn prepare(
     let mut pc = fstart;
     let mut prev = None;
     while pc < fend {
-        let bytes = read_text(pc).map_err(|_| ("unreadable text", true))?;
+        let bytes = read_text(g, pc).map_err(|_| ("unreadable text", true))?;
         let insn = decode(&bytes).map_err(|_| ("undecodable instruction in the function", true))?;
         // Past someone else's patch the boundaries found are guesses.
-        if super::foreign_patch(pc, &insn, &bytes, prev, fend).is_some() {
+        if super::foreign_patch(g, pc, &insn, &bytes, prev, fend).is_some() {
             return Err(("someone else's patch in the function", true));
         }
         prev = Some(insn.class);
@@ -424,12 +426,13 @@ impl Jumps for Arch {
     /// Refusals say why and whether they are permanent (false: out of slots
     /// or memory). Registration lock held.
     fn opt_prepare(
+        g: &RegGuard,
         addr: usize,
         fstart: usize,
         fsize: usize,
         other_probe: impl Fn(usize) -> bool,
     ) -> core::result::Result<OptInsn, Refusal> {
-        let r = prepare(addr, fstart, fsize, other_probe);
+        let r = prepare(g, addr, fstart, fsize, other_probe);
         if r.is_ok() {
             DETOURS.fetch_add(1, Ordering::Relaxed);
         }

@@ -69,8 +69,8 @@ impl Steps for Arch {
     fn describe(addr: usize) -> Result<crate::arch::InsnInfo> {
         // The original bytes, with our own breakpoints and jumps undone.
         let b = {
-            let _g = crate::lock::RegGuard::lock();
-            read_text(addr)?
+            let g = crate::lock::RegGuard::lock();
+            read_text(&g, addr)?
         };
         let i = decode(&b).map_err(|_| crate::errno::eilseq())?;
         Ok(crate::arch::InsnInfo {

@@ -62,8 +62,19 @@ fn check(window: &[u8], addr: u64, insn: &Insn, ins: &Instruction, rng: &mut Rng
     let here = || format!("{:#x} {:02x?}", addr, &window[..len]);
     match plan(insn, addr as usize, window) {
         Ok(None) => {
-            // Runs out of line: copied elsewhere it must be the same
+            // Runs out of line: it must go on to the next instruction (or
+            // fault), never branch, and copied elsewhere it must be the same
             // instruction, reaching the same memory.
+            if !matches!(
+                ins.flow_control(),
+                FlowControl::Next | FlowControl::Exception
+            ) {
+                return st.fail(format!(
+                    "{}: copied, iced reads {ins} ({:?})",
+                    here(),
+                    ins.flow_control()
+                ));
+            }
             let d = SLOT_DISTANCES[(rng.next_u64() % SLOT_DISTANCES.len() as u64) as usize];
             let at = (rng.next_u64() % 8) as usize;
             let slot = (addr as i64).wrapping_add(d) as u64;
@@ -192,19 +203,18 @@ fn check(window: &[u8], addr: u64, insn: &Insn, ins: &Instruction, rng: &mut Rng
                 }
                 "far return" => ins.mnemonic() == Mnemonic::Retf,
                 "exception or privilege transfer" => {
-                    matches!(
-                        fc,
-                        FlowControl::Interrupt
-                            | FlowControl::Exception
-                            | FlowControl::Return
-                            | FlowControl::IndirectBranch
-                    ) || matches!(
-                        ins.mnemonic(),
-                        Mnemonic::Syscall
-                            | Mnemonic::Sysenter
-                            | Mnemonic::Sysret
-                            | Mnemonic::Sysexit
-                    )
+                    matches!(fc, FlowControl::Interrupt | FlowControl::Exception)
+                        || format!("{:?}", ins.mnemonic()).starts_with("Iret")
+                        || matches!(
+                            ins.mnemonic(),
+                            Mnemonic::Syscall
+                                | Mnemonic::Sysenter
+                                | Mnemonic::Sysret
+                                | Mnemonic::Sysretq
+                                | Mnemonic::Sysexit
+                                | Mnemonic::Sysexitq
+                                | Mnemonic::Uiret
+                        )
                 }
                 "someone else's int3" => ins.mnemonic() == Mnemonic::Int3,
                 "cli/sti" => matches!(ins.mnemonic(), Mnemonic::Cli | Mnemonic::Sti),

@@ -74,6 +74,10 @@ static TABLE: RegLocked<[Site; MAX]> = RegLocked::new([FREE; MAX]);
 /// INVARIANT: while a `Dying` exists, this task holds the mutex.
 struct Dying(core::marker::PhantomData<*mut ()>);
 
+// SAFETY: made only by `Dying::lock`, which takes the dying list's mutex;
+// dropping it releases the mutex.
+unsafe impl crate::lock::Guard for Dying {}
+
 impl Dying {
     fn lock() -> Self {
         // SAFETY: process context.
@@ -162,10 +166,16 @@ pub(super) fn disarm(g: &RegGuard, ip: usize) -> bool {
 /// lock held.
 fn doom(s: &mut Site) {
     let mut d = Dying::lock();
-    // The dying list holds what the table and the cap let in.
+    // The dying list holds what the table and the cap let in: a free entry
+    // is always there.
     if let Some(free) = DYING.get_mut(&mut d).iter_mut().find(|x| x.ip == 0) {
         *free = *s;
         *s = FREE;
+    } else {
+        pr_warn!(
+            "ftrace site {}: no room on the dying list; it stays parked\n",
+            crate::symbols::Shown(s.ip)
+        );
     }
 }
 
@@ -188,16 +198,16 @@ fn free(s: Site) {
         // SAFETY: try_module_get(THIS_MODULE).
         if unsafe { kp_helper_module_get() } {
             pr_err!(
-                "cannot release the ftrace site {:#x}: {}; the engine stays loaded for good\n",
-                s.ip,
+                "cannot release the ftrace site {}: {}; the engine stays loaded for good\n",
+                crate::symbols::Shown(s.ip),
                 r
             );
             return;
         }
         if tries % 60 == 0 {
             pr_err!(
-                "cannot release the ftrace site {:#x} while unloading: {}; retrying\n",
-                s.ip,
+                "cannot release the ftrace site {} while unloading: {}; retrying\n",
+                crate::symbols::Shown(s.ip),
                 r
             );
         }

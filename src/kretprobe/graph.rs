@@ -253,7 +253,7 @@ pub(crate) fn attach(g: &RegGuard, start: usize, size: usize, data_size: usize) 
     if !available() {
         return None;
     }
-    let entry = arch::Arch::entry_probe_address(start, size);
+    let entry = arch::Arch::entry_probe_address(g, start, size);
     crate::symbols::ftrace_location_range(start, entry.checked_sub(1)?)
         .filter(|&s| s != 0 && entry > start)?;
     let len = REC_SIZE.checked_add(data_size)?.checked_add(7)? & !7;

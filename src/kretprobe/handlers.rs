@@ -136,6 +136,9 @@ pub(crate) unsafe fn run_return_handler(rp: *mut KpKretprobe, call: impl FnOnce(
 /// looks for the trampoline's return address: a stack trace taken from the
 /// handler (or from an interrupt on top of it) then walks on to the real
 /// caller. Interrupts are off.
+// One caller (the backend's trap glue, through `Core`): inlined there, as
+// when the glue called it by name.
+#[inline(always)]
 pub(crate) fn on_return(
     index: usize,
     regs: &mut bindings::pt_regs,

@@ -14,7 +14,7 @@ fn register(rp: &mut KpKretprobe) -> Result {
         pr_err!("kretprobe: kp.pre_handler/post_handler belong to the engine\n");
         return Err(EINVAL);
     }
-    let sym = crate::resolve::function_entry(&rp.kp)?;
+    let sym = crate::resolve::function_entry(&RegGuard::lock(), &rp.kp)?;
     let name = sym.name();
     if KRET_BLACKLIST.contains(&name) {
         pr_err!(

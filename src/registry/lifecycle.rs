@@ -206,9 +206,9 @@ pub(super) fn register_locked(
                 return Err(e);
             }
             let insn = if ftrace {
-                arch::Arch::ftrace_insn(addr)
+                arch::Arch::ftrace_insn(g, addr)
             } else {
-                match arch::Arch::prepare(addr, sym.start, sym.size) {
+                match arch::Arch::prepare(g, addr, sym.start, sym.size) {
                     Ok(i) => i,
                     Err(e) => {
                         free_probe();
