@@ -300,8 +300,8 @@ pub(crate) trait Traps {
 /// The other direction: everything a backend calls in the engine. The
 /// backend's trap glue and trampolines reach the core through these (on
 /// [`crate::entries::Engine`], which binds them) and otherwise use only the
-/// modules below the registry (`abi`, `errno`, `lock`, `slots`, `symbols`,
-/// `text`); `scripts/check-layers.py` checks it.
+/// modules below the registry (`abi`, `errno`, `ksym`, `lock`, `slots`,
+/// `symbols`, `text`); `scripts/check-layers.py` checks it.
 pub(crate) trait Core {
     /// What the engine itself wrote at `addr`: the record of the probed
     /// instruction there (its original bytes), and the jump written over

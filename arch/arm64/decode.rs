@@ -124,6 +124,66 @@ pub const fn detour_words(detour: u64, addr: u64, orig: u32, common: u64) -> Opt
     ])
 }
 
+/// The words of a probe's out-of-line slot (`insn.rs`), at `slot`, for the
+/// instruction `orig` probed at `addr`:
+///
+/// ```text
+///   +0   orig                      // stepped, all of DAIF masked
+///   +4   stp  x0, x1, [sp, #-16]!
+///   +8   ldr  x0, slot + 24        // the probed address
+///   +12  b    post                 // the post trampoline (`post.rs`)
+///   +16  orig                      // boosted: the interrupted DAIF
+///   +20  b    addr + 4             // or `ss_brk` when out of reach
+///   +24  .quad addr
+/// ```
+///
+/// The flag: whether the boosted copy branches back (else it is never
+/// entered). `None` when the post trampoline is out of reach (±128 MiB: the
+/// slots and the trampoline are both in the engine's text) or an address
+/// is misaligned.
+pub const fn slot_words(
+    slot: u64,
+    addr: u64,
+    orig: u32,
+    post: u64,
+    ss_brk: u32,
+) -> Option<([u32; 8], bool)> {
+    let Some(to_post) = b(slot.wrapping_add(12), post) else {
+        return None;
+    };
+    if addr & 3 != 0 {
+        return None;
+    }
+    let back = b(
+        slot.wrapping_add(SLOT_BOOST as u64).wrapping_add(4),
+        addr.wrapping_add(4),
+    );
+    let end = match back {
+        Some(w) => w,
+        None => ss_brk,
+    };
+    Some((
+        [
+            orig,
+            STP_X0_X1_PRE,
+            LDR_X0_LIT16,
+            to_post,
+            orig,
+            end,
+            addr as u32,
+            (addr >> 32) as u32,
+        ],
+        back.is_some(),
+    ))
+}
+
+/// Where a slot's boosted copy is.
+pub const SLOT_BOOST: usize = 16;
+/// `stp x0, x1, [sp, #-16]!`.
+pub const STP_X0_X1_PRE: u32 = 0xa9bf_07e0;
+/// `ldr x0, pc + 16` (the address literal at slot + 24, from slot + 8).
+pub const LDR_X0_LIT16: u32 = 0x5800_0080;
+
 /// Where a detour's trampoline resumes (the pop of x16, x17).
 pub const DETOUR_RESUME: usize = 12;
 /// Where a detour's copy of the probed instruction is.

@@ -159,7 +159,7 @@ pub(crate) const KP_BRK_REDIRECT_IMM: u16 = 0x0a2;
 /// [`slot_words`]).
 pub(crate) const SLOT_SIZE: usize = 32;
 /// Where the boosted copy starts in a slot.
-const BOOST_OFF: usize = 16;
+const BOOST_OFF: usize = decode::SLOT_BOOST;
 /// Number of slots (see `src/slots.rs`).
 pub(crate) const NSLOTS: usize = 8192;
 
@@ -191,27 +191,15 @@ pub(crate) struct ArchInsn {
     boost: bool,
 }
 
-/// A slot's contents for `orig`, probed at `addr`, in slot `slot`: the
-/// stepped copy and its way to the post trampoline (`post.rs`), the boosted
-/// copy and `B addr + 4` (a BRK that nobody claims when out of reach: never
-/// entered then), the probed address. `None` when the trampoline is out of
-/// reach (the slots and the trampoline are in the engine's own text: not
-/// possible).
+/// A slot's contents (`decode::slot_words`, pure and host-checked).
 fn slot_words(orig: u32, addr: usize, slot: usize) -> Option<([u32; SLOT_SIZE / 4], bool)> {
-    let ss = decode::brk(KP_BRK_SS_IMM);
-    let to_post = decode::b((slot + 12) as u64, post::common() as u64)?;
-    let back = decode::b((slot + BOOST_OFF + 4) as u64, (addr + 4) as u64);
-    let words = [
+    decode::slot_words(
+        slot as u64,
+        addr as u64,
         orig,
-        post::STP_X0_X1_PRE,
-        post::LDR_X0_LIT16,
-        to_post,
-        orig,
-        back.unwrap_or(ss),
-        addr as u32,
-        (addr as u64 >> 32) as u32,
-    ];
-    Some((words, back.is_some()))
+        post::common() as u64,
+        decode::brk(KP_BRK_SS_IMM),
+    )
 }
 
 /// `mov x9, x30`: the first patchable-entry instruction ftrace owns.

@@ -83,11 +83,6 @@ pub(super) fn common() -> usize {
     kp_arm64_post_common as *const () as usize
 }
 
-/// `stp x0, x1, [sp, #-16]!`.
-pub(super) const STP_X0_X1_PRE: u32 = 0xa9bf_07e0;
-/// `ldr x0, pc + 16` (the address literal at slot + 24, from slot + 8).
-pub(super) const LDR_X0_LIT16: u32 = 0x5800_0080;
-
 /// PSTATE.M = EL1h with D, A, I, F set.
 const EL1H_DAIF_MASKED: usize = 0x3c5;
 

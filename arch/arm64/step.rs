@@ -117,6 +117,18 @@ impl Steps for Arch {
             | Class::Tbz { offset, .. } = decode::classify(w)
             {
                 let t = (at as i64).wrapping_add(offset) as usize;
+                // With kCFI the word before each function is its type hash,
+                // and a symbol's size reaches up to the next symbol: the
+                // last word of the range may be the next function's hash,
+                // which can decode as a branch anywhere (a TBNZ into the
+                // engine's module init, on arm64-hardened). Taken there
+                // only when it lands on a symbol's start (a tail call).
+                if cfg!(CONFIG_CFI_CLANG)
+                    && at + 4 == end
+                    && !crate::symbols::bounds(t).is_some_and(|b| b.start == t)
+                {
+                    return; // the range's last word: nothing follows
+                }
                 let plt = if (start..end).contains(&t) {
                     None
                 } else {

@@ -27,8 +27,8 @@ use std::collections::BTreeMap;
 
 use kprobes_logic::arm64_decode::{
     b, brk, classify, detour_words, in_exclusive_sequence, is_brk, is_landing_pad,
-    is_load_exclusive, is_store_exclusive, plt_target, Class, LitKind, Reason, BRK_OPCODE,
-    DETOUR_COPY, DETOUR_RESUME, MAX_ATOMIC_CONTEXT,
+    is_load_exclusive, is_store_exclusive, plt_target, slot_words, Class, LitKind, Reason,
+    BRK_OPCODE, DETOUR_COPY, DETOUR_RESUME, MAX_ATOMIC_CONTEXT, SLOT_BOOST,
 };
 use yaxpeax_arch::{Decoder, U8Reader};
 use yaxpeax_arm::armv8::a64::{InstDecoder, Instruction, Opcode, Operand, SizeCode};
@@ -1367,6 +1367,54 @@ fn detour_words_disassemble() {
     assert!(detour_words(detour, addr + (1 << 28), orig, common).is_none());
     assert!(detour_words(detour, addr, orig, common + (1 << 28)).is_none());
     assert!(detour_words(detour, addr + 2, orig, common).is_none());
+}
+
+/// A probe's out-of-line slot (`arch/arm64/insn.rs`), read back by
+/// yaxpeax-arm: the stepped copy, the push of x0/x1 and the load of the
+/// probed address from the slot's literal, the branch to the post
+/// trampoline, the boosted copy and its branch back past the probe (a BRK
+/// when out of reach), for slots near and far from the probe.
+#[test]
+fn slot_words_disassemble() {
+    let post = 0xffff_8000_7a00_0040u64;
+    let ss = brk(0x0a1);
+    let orig = 0x9100_0420; // add x0, x1, #1
+    let text = |w: u32| {
+        let bytes = w.to_le_bytes();
+        let mut r = U8Reader::new(&bytes[..]);
+        InstDecoder::default().decode(&mut r).unwrap().to_string()
+    };
+    let near = 0xffff_8000_8123_4568u64;
+    const S: u64 = 0xffff_8000_7a00_1000;
+    for (slot, addr, back) in [
+        (0xffff_8000_7a00_1000u64, near, true),
+        // The branch at slot + 20 to addr + 4 reaches 2^27 - 4 forward
+        // and 2^27 back at most.
+        (S, S + (1 << 27) + 12, true),
+        (S, S + (1 << 27) + 16, false),
+        (S, S + 16 - (1 << 27), true),
+        (S, S + 12 - (1 << 27), false),
+        (S, 0xffff_0000_1000_0000, false),
+    ] {
+        let (w, boost) = slot_words(slot, addr, orig, post, ss).expect("post in reach");
+        assert_eq!(boost, back, "{addr:#x}");
+        assert_eq!(w[0], orig);
+        assert_eq!(text(w[1]), "stp x0, x1, [sp, #-0x10]!");
+        assert_eq!(text(w[2]), "ldr x0, $+0x10");
+        // The literal the ldr reads (slot + 8 + 16) holds the address.
+        assert_eq!(u64::from(w[6]) | u64::from(w[7]) << 32, addr);
+        assert_eq!(classify(w[3]).target(slot + 12), Some(post));
+        assert_eq!(w[4], orig);
+        if back {
+            assert_eq!(classify(w[5]).target(slot + 20), Some(addr + 4));
+        } else {
+            assert_eq!(w[5], ss);
+        }
+        assert_eq!(SLOT_BOOST, 16);
+    }
+    // The post trampoline out of reach, or a misaligned address: none.
+    assert!(slot_words(0xffff_8000_7a00_1000, near, orig, post + (1 << 28), ss).is_none());
+    assert!(slot_words(0xffff_8000_7a00_1000, near + 2, orig, post, ss).is_none());
 }
 
 /// Landing pads: every BTI form and PACIASP/PACIBSP; not NOP, other hints,
