@@ -323,6 +323,9 @@ pub(crate) trait Core {
     fn on_fault(regs: &mut pt_regs, trapnr: i32) -> bool;
     /// Whether this CPU is inside a hit (a fault may be a probe's only
     /// then). Interrupts off.
+    // Only a backend that must ask before its fault glue does costly work
+    // calls it (arm64: the exception-table search); `on_fault` asks too.
+    #[allow(dead_code)]
     fn in_hit() -> bool;
     /// The ftrace site `ip` was reached with `regs`, through the shared
     /// `ftrace_ops` or (`direct`) the arch's direct-call trampoline; on

@@ -73,8 +73,7 @@ pub(crate) unsafe extern "C" fn kp_x86_fault(regs: *mut bindings::pt_regs, trapn
     if super::regs::user_mode(regs) || regs.flags & super::FLAGS_IF != 0 || trapnr == X86_TRAP_DF {
         return false;
     }
-    // Outside a hit no fault is a probe's (as on arm64).
-    Engine::in_hit() && Engine::on_fault(regs, trapnr)
+    Engine::on_fault(regs, trapnr)
 }
 
 pub(super) fn init() -> Result {
