@@ -38,6 +38,10 @@ if [ "$job" = test ] && [ -d "$here/fuzz/corpus/event_line" ]; then
 	mkdir -p "$root/corpus"
 	cp "$here"/fuzz/corpus/event_line/* "$root/corpus/"
 fi
+# The kernel's ftrace selftests (test.d/kprobe/*.tc and their harness).
+if [ "$job" = test ]; then
+	cp -r "$KSRC/tools/testing/selftests/ftrace" "$root/ftrace"
+fi
 # The guest's BPF loader (static, no libc: the initramfs has none).
 case $karch in x86_64) ctarget=x86_64-linux-gnu ;; arm64) ctarget=aarch64-linux-gnu ;; esac
 clang --target=$ctarget -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector \

@@ -128,7 +128,13 @@ for arch in "${arches[@]}"; do
 			opt=${line#\# }; opt=${opt%% *}
 			! grep -q "^$opt=" "$kdir/.config" || { log "config: $opt should be off"; bad=1; } ;;
 		esac
-	done <"$kdir/fragment.config"
+	done < <(
+		# A later fragment overrides an earlier one (merge_config.sh):
+		# check each option's last mention only.
+		tac "$kdir/fragment.config" |
+			awk '{ o = $0; sub(/^# /, "", o); sub(/[= ].*/, "", o) }
+			     o ~ /^CONFIG_/ && !seen[o]++' | tac
+	)
 	if [ "$bad" != 0 ]; then
 		kmake rustavailable || true
 		exit 1

@@ -138,7 +138,7 @@ judge() {
 		inaf && /vmalloc error: |page allocation failure: / { excused = NR }
 		/KP-OOPS-BEGIN/ { inoops = 1 }
 		/KP-OOPS-END/ { inoops = 0 }
-		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:|Call [Tt]race|soft lockup|hung task|CFI failure/ {
+		/Oops|BUG:|WARNING:|Kernel panic|general protection fault|Unexpected kernel BRK|Internal error:|Call [Tt]race|soft lockup|hung task|blocked for more than|CFI failure/ {
 			if (inaf && /Call [Tt]race/ && excused && NR - excused <= 4) next
 			if (inoops && /BUG: kernel NULL pointer dereference, address: 0+\r?$|Oops: Oops: [0-9a-f][0-9a-f][0-9a-f][0-9a-f] \[#|Unable to handle kernel NULL pointer dereference at virtual address 0+\r?$|Internal error: Oops: [0-9a-f]+ \[#|Call [Tt]race/) next
 			if (inoops && /WARNING: .* at kernel\/context_tracking.c:[0-9]+ ct_kernel_exit/) next

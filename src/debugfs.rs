@@ -25,6 +25,7 @@
 //! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
 //! is produced here.
 
+use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::ffi::{c_char, c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::{c_str, str::CStr};
@@ -50,6 +51,14 @@ extern "C" {
         create_file: usize,
         remove: usize,
         dir: *const c_char,
+    ) -> kernel::ffi::c_int;
+    fn kp_helper_tracefs_readme(text: *const c_char, len: usize) -> kernel::ffi::c_int;
+    fn kp_helper_tracefs_std_file(
+        i: kernel::ffi::c_uint,
+        name: *const c_char,
+        mode: u16,
+        which: c_ulong,
+        events: bool,
     ) -> kernel::ffi::c_int;
     fn kp_helper_tracefs_file(
         name: *const c_char,
@@ -135,6 +144,97 @@ fn tracefs_init() {
             pr_warn!("tracefs file kp/{}: {}\n", name, r);
         }
     }
+    if !cfg!(CONFIG_KPROBE_EVENTS) {
+        standard_files();
+    }
+}
+
+/// On a kernel without kprobe events of its own (`CONFIG_KPROBE_EVENTS=n`:
+/// no `kprobe_events` in tracefs), the standard files are the engine's:
+/// `/sys/kernel/tracing/kprobe_events` and `kprobe_profile`, with the
+/// kernel's modes (`TRACE_MODE_WRITE`, `TRACE_MODE_READ`), and refused
+/// lines go to the tracing `error_log` too (`events::log`), so that perf,
+/// libbpf, bcc, trace-cmd and the ftrace selftests find them where they
+/// look. On a kernel with its own, the engine stays in `kp/`.
+fn standard_files() {
+    let files: [(&CStr, u16, c_ulong, bool); 2] = [
+        (c_str!("kprobe_events"), 0o640, EVENTS, true),
+        (c_str!("kprobe_profile"), 0o440, PROFILE, false),
+    ];
+    for (i, (name, mode, which, events)) in (0..).zip(files) {
+        // SAFETY: NUL-terminated static names; after kp_helper_tracefs_init.
+        let r = unsafe { kp_helper_tracefs_std_file(i, name.as_char_ptr(), mode, which, events) };
+        if r != 0 {
+            pr_warn!("tracefs file {}: {} (not made)\n", name, r);
+        } else if events {
+            crate::events::use_tracing_error_log();
+            pr_info!(
+                "{} at the top of tracefs (kernel without kprobe events)\n",
+                name
+            );
+            readme();
+        }
+    }
+}
+
+/// The README text the engine serves (see `kp_helper_tracefs_readme`):
+/// owned here until [`exit`].
+static README: AtomicPtr<KVec<u8>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// What a kernel with kprobe events says of them in tracefs' README
+/// (`kernel/trace/trace.c`, `readme_msg`, 6.12), in two places: the file,
+/// before `uprobe_events`' entry, and the places, before the uprobe one.
+/// Where an anchor is missing (no uprobe events either), at the end.
+const README_FILE: (&[u8], &[u8]) = (
+    b"  uprobe_events\t\t-",
+    b"  kprobe_events\t\t- Create/append/remove/show the kernel dynamic events\n\
+      \t\t\t  Write into this file to define/undefine new trace events.\n",
+);
+const README_PLACE: (&[u8], &[u8]) = (
+    b"   place (uprobe):",
+    b"\t    place: [<module>:]<symbol>[+<offset>]|<memaddr>\n\
+      place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>\n",
+);
+
+/// Serves the kernel's README (`readme_msg`, found by name) with the
+/// kprobe_events lines added. Load time; on any failure README stays the
+/// kernel's, said once.
+fn readme() {
+    let Some(msg) = crate::symbols::lookup_name(c_str!("readme_msg")) else {
+        pr_warn!("readme_msg not found: tracefs README left as it is\n");
+        return;
+    };
+    // SAFETY: the kernel's static NUL-terminated README text.
+    let msg = unsafe { CStr::from_char_ptr(msg as *const c_char) }.as_bytes();
+    let find = |a: &[u8]| msg.windows(a.len()).position(|w| w == a);
+    let mut cuts = [
+        (find(README_FILE.0).unwrap_or(msg.len()), README_FILE.1),
+        (find(README_PLACE.0).unwrap_or(msg.len()), README_PLACE.1),
+    ];
+    cuts.sort_unstable_by_key(|c| c.0);
+    let compose = || -> Result<KVec<u8>> {
+        let mut v = KVec::with_capacity(msg.len() + 256, GFP_KERNEL)?;
+        let mut from = 0;
+        for (at, text) in cuts {
+            v.extend_from_slice(&msg[from..at], GFP_KERNEL)?;
+            v.extend_from_slice(text, GFP_KERNEL)?;
+            from = at;
+        }
+        v.extend_from_slice(&msg[from..], GFP_KERNEL)?;
+        Ok(v)
+    };
+    let Ok(b) = compose().and_then(|v| Ok(KBox::new(v, GFP_KERNEL)?)) else {
+        pr_warn!("no memory for README: left as it is\n");
+        return;
+    };
+    let (p, len) = (b.as_ptr(), b.len());
+    README.store(KBox::into_raw(b), Ordering::Release);
+    // SAFETY: the text stays until `exit` (README holds it), which puts
+    // the kernel's file operations back first.
+    let r = unsafe { kp_helper_tracefs_readme(p.cast(), len) };
+    if r != 0 {
+        pr_warn!("tracefs README: {}; left as it is\n", r);
+    }
 }
 
 /// Removes the files; afterwards no callback runs.
@@ -142,6 +242,13 @@ pub(crate) fn exit() {
     // SAFETY: removes what `tracefs_init` made (nothing if it made
     // nothing); open files hold this module (their fops' owner).
     unsafe { kp_helper_tracefs_exit() };
+    let t = README.swap(core::ptr::null_mut(), Ordering::AcqRel);
+    if !t.is_null() {
+        // SAFETY: made by `KBox::into_raw` in `readme`; README's file
+        // operations are the kernel's again and no open file reads it
+        // (an open one holds this module).
+        drop(unsafe { KBox::from_raw(t) });
+    }
     // SAFETY: debugfs_remove() of our directory (or of an error pointer,
     // which it ignores) waits for running file operations.
     unsafe { kp_helper_debugfs_exit() };

@@ -29,6 +29,10 @@ use core::fmt;
 
 /// Group of events defined without one (the kernel's own is `kprobes`).
 pub const DEFAULT_GROUP: &str = "kprobes_rs";
+
+/// The kernel's default group, the engine's where the kernel has no kprobe
+/// events of its own (there the engine's files are the standard ones).
+pub const KERNEL_DEFAULT_GROUP: &str = "kprobes";
 /// Longest group or event name (the kernel's `MAX_EVENT_NAME_LEN` - 1).
 pub const MAX_EVENT_NAME_LEN: usize = 63;
 /// Longest argument name (`MAX_ARG_NAME_LEN` - 1).

@@ -39,6 +39,7 @@ void kp_ev_store_args(void *owner, struct pt_regs *regs, const void *edata,
 		      void *entry, size_t head, size_t size);
 void kp_ev_print_args(void *owner, struct trace_seq *s, void *entry, int size);
 const char *kp_ev_name(void *owner);
+int kp_ev_arm(void *owner, bool on);
 
 /* The record heads, as the kernel's kprobe events lay them out. */
 struct kp_entry_head {
@@ -223,6 +224,8 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 	struct trace_event_file *file = data;
 	struct kp_file_link *l;
 
+	/* The probe is armed while the event has a user (kp_ev_arm); reg runs
+	 * under event_mutex, so users come and go one at a time. */
 	switch (type) {
 	case TRACE_REG_REGISTER:
 		/* An enabled event pins the engine (and its handlers). */
@@ -233,6 +236,15 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 			module_put(THIS_MODULE);
 			return -ENOMEM;
 		}
+		if (!kp_tev_enabled(t)) {
+			int ret = kp_ev_arm(t->owner, true);
+
+			if (ret) {
+				kfree(l);
+				module_put(THIS_MODULE);
+				return ret;
+			}
+		}
 		l->file = file;
 		list_add_tail_rcu(&l->list, &t->files);
 		return 0;
@@ -240,6 +252,8 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 		list_for_each_entry(l, &t->files, list) {
 			if (l->file == file) {
 				list_del_rcu(&l->list);
+				if (!kp_tev_enabled(t))
+					kp_ev_arm(t->owner, false);
 				/* Hits run with interrupts off: an RCU-sched
 				 * grace period covers them. */
 				synchronize_rcu();
@@ -254,10 +268,20 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 		/* The perf core has set up call->perf_events. */
 		if (!try_module_get(THIS_MODULE))
 			return -ENODEV;
+		if (!kp_tev_enabled(t)) {
+			int ret = kp_ev_arm(t->owner, true);
+
+			if (ret) {
+				module_put(THIS_MODULE);
+				return ret;
+			}
+		}
 		atomic_inc(&t->perf_users);
 		return 0;
 	case TRACE_REG_PERF_UNREGISTER:
 		atomic_dec(&t->perf_users);
+		if (!kp_tev_enabled(t))
+			kp_ev_arm(t->owner, false);
 		module_put(THIS_MODULE);
 		return 0;
 	case TRACE_REG_PERF_OPEN:

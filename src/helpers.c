@@ -22,6 +22,8 @@
 #include <linux/sched/task_stack.h>
 #include <linux/kdebug.h>
 #include <linux/preempt.h>
+#include <linux/namei.h>
+#include <linux/fs.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -502,8 +504,94 @@ int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, 
 	return IS_ERR_OR_NULL(d) ? (d ? PTR_ERR(d) : -ENOENT) : 0;
 }
 
+/* The standard files at tracefs' top (kprobe_events, kprobe_profile) on a
+ * kernel without kprobe events of its own: src/debugfs.rs. */
+static struct dentry *kp_tracefs_std[2];
+
+int kp_helper_tracefs_std_file(unsigned int i, const char *name, umode_t mode,
+			       unsigned long which, bool events)
+{
+	struct dentry *d;
+
+	if (i >= ARRAY_SIZE(kp_tracefs_std) || !kp_tracefs_dir)
+		return -EINVAL;
+	/* A name already there (someone else's kprobe_events): NULL. */
+	d = kp_call_tracefs_create_file(kp_tracefs_create_file_fn, name, mode, NULL,
+					(void *)which, events ? &kp_events_fops : &kp_seq_fops);
+	if (IS_ERR_OR_NULL(d))
+		return d ? PTR_ERR(d) : -EEXIST;
+	kp_tracefs_std[i] = d;
+	return 0;
+}
+
+/*
+ * tracefs' README with the kprobe_events lines a kernel without kprobe
+ * events leaves out (tools read it to learn what kprobe_events takes: perf,
+ * the ftrace selftests' "requires:"). The kernel's file is static text; the
+ * engine swaps its inode's file operations for ones that read the text
+ * src/debugfs.rs composed, and puts the kernel's back at unload. Opens
+ * made before keep the kernel's; ours hold this module while open.
+ */
+static struct dentry *kp_readme;
+static const struct file_operations *kp_readme_orig;
+static const char *kp_readme_text;
+static size_t kp_readme_len;
+
+static int kp_readme_open(struct inode *inode, struct file *filp)
+{
+	/* The kernel's open (tracing_open_generic: lockdown, tracing off). */
+	return kp_readme_orig->open ? kp_readme_orig->open(inode, filp) : 0;
+}
+
+static ssize_t kp_readme_read(struct file *filp, char __user *ubuf, size_t cnt, loff_t *ppos)
+{
+	return simple_read_from_buffer(ubuf, cnt, ppos, kp_readme_text, kp_readme_len);
+}
+
+static const struct file_operations kp_readme_fops = {
+	.owner = THIS_MODULE,
+	.open = kp_readme_open,
+	.read = kp_readme_read,
+	.llseek = generic_file_llseek,
+};
+
+/* text: len bytes that stay until kp_helper_tracefs_exit(). 0 or -errno. */
+int kp_helper_tracefs_readme(const char *text, size_t len)
+{
+	struct dentry *d;
+
+	if (!kp_tracefs_std[0] || kp_readme)
+		return -EINVAL;
+	d = lookup_one_len_unlocked("README", kp_tracefs_std[0]->d_parent, 6);
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	if (d_really_is_negative(d) || !d_inode(d)->i_fop) {
+		dput(d);
+		return -ENOENT;
+	}
+	kp_readme_text = text;
+	kp_readme_len = len;
+	kp_readme_orig = d_inode(d)->i_fop;
+	kp_readme = d;
+	WRITE_ONCE(d_inode(d)->i_fop, &kp_readme_fops);
+	return 0;
+}
+
 void kp_helper_tracefs_exit(void)
 {
+	unsigned int i;
+
+	if (kp_readme) {
+		WRITE_ONCE(d_inode(kp_readme)->i_fop, kp_readme_orig);
+		dput(kp_readme);
+		kp_readme = NULL;
+	}
+
+	for (i = 0; i < ARRAY_SIZE(kp_tracefs_std); i++) {
+		if (kp_tracefs_std[i])
+			kp_call_tracefs_remove(kp_tracefs_remove_fn, kp_tracefs_std[i]);
+		kp_tracefs_std[i] = NULL;
+	}
 	if (kp_tracefs_dir)
 		kp_call_tracefs_remove(kp_tracefs_remove_fn, kp_tracefs_dir);
 	kp_tracefs_dir = NULL;

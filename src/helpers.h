@@ -53,6 +53,8 @@ struct dentry *kp_call_tracefs_create_file(void *fn, const char *name, umode_t m
 					   struct dentry *parent, void *data,
 					   const struct file_operations *fops);
 void kp_call_tracefs_remove(void *fn, struct dentry *dentry);
+void kp_call_tracing_log_err(void *fn, const char *loc, const char *cmd, const char **errs,
+			     u8 type, u16 pos);
 struct trace_event_call;
 unsigned int kp_call_trace_call_bpf(void *fn, struct trace_event_call *call, void *ctx);
 int kp_call_stop_machine_cpuslocked(void *fn, int (*cb)(void *), void *data,
@@ -122,6 +124,9 @@ void kp_helper_debugfs_exit(void);
 void kp_helper_debugfs_events_file(const char *name, unsigned long which);
 int kp_helper_tracefs_init(void *create_dir, void *create_file, void *remove, const char *dir);
 int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, bool events);
+int kp_helper_tracefs_std_file(unsigned int i, const char *name, umode_t mode,
+			       unsigned long which, bool events);
+int kp_helper_tracefs_readme(const char *text, size_t len);
 void kp_helper_tracefs_exit(void);
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 

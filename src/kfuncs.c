@@ -165,6 +165,19 @@ KP_KCALL void kp_call_tracing_reset_all_online_cpus(void *fn)
 	KP_FN(tracing_reset_all_online_cpus, fn)();
 }
 
+/* kernel/trace/trace.h, private too. */
+struct trace_array;
+void tracing_log_err(struct trace_array *tr, const char *loc, const char *cmd,
+		     const char **errs, u8 type, u16 pos);
+
+/* An entry in the global tracing error_log. errs is kept by reference in
+ * the entry (so it must be the kernel's own table); loc and cmd are copied. */
+KP_KCALL void kp_call_tracing_log_err(void *fn, const char *loc, const char *cmd,
+				      const char **errs, u8 type, u16 pos)
+{
+	KP_FN(tracing_log_err, fn)(NULL, loc, cmd, errs, type, pos);
+}
+
 KP_KCALL struct dentry *kp_call_tracefs_create_dir(void *fn, const char *name,
 						   struct dentry *parent)
 {

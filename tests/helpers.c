@@ -429,7 +429,9 @@ int kp_test_foreign_direct(unsigned long ip, bool on)
 
 int kp_test_kernel_kprobe(const char *sym, bool on);
 unsigned long kp_test_kernel_kprobe_hits(void);
+int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post);
 
+#ifdef CONFIG_KPROBES
 static atomic_long_t kp_test_kk_hits;
 
 static int kp_test_kk_pre(struct kprobe *p, struct pt_regs *regs)
@@ -465,8 +467,6 @@ unsigned long kp_test_kernel_kprobe_hits(void)
 	return atomic_long_read(&kp_test_kk_hits);
 }
 
-int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post);
-
 /* The same at an address. With a post handler it stays on its int3; without
  * one the kernel jump-optimizes it (x86_64) after a few jiffies. */
 int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post)
@@ -483,7 +483,24 @@ int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post)
 	atomic_long_set(&kp_test_kk_hits, 0);
 	return register_kprobe(&kp_test_kk);
 }
+#else
+/* A kernel without kprobes of its own (CONFIG_KPROBES=n): the suites that
+ * compare against them skip before calling these. */
+int kp_test_kernel_kprobe(const char *sym, bool on)
+{
+	return -EOPNOTSUPP;
+}
 
+unsigned long kp_test_kernel_kprobe_hits(void)
+{
+	return 0;
+}
+
+int kp_test_kernel_kprobe_at(unsigned long addr, bool on, bool post)
+{
+	return -EOPNOTSUPP;
+}
+#endif
 
 /* sizeof and field offsets of struct kp_kprobe, struct kp_kretprobe and
  * struct kp_stats as the C header lays them out, in the order kp_smoke

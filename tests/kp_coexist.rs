@@ -90,6 +90,9 @@ fn engine_probe(at: usize) -> KpKprobe {
 }
 
 fn kernel_first(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     let [_, b, c] = insns();
     let (wb, wc) = (text_word(b), text_word(c));
     // SAFETY: a kernel kprobe on this module's own function.
@@ -142,6 +145,9 @@ fn kernel_first(t: &mut Test) {
 }
 
 fn engine_first(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     let [_, b, c] = insns();
     let (wb, wc) = (text_word(b), text_word(c));
     for kernel_at in [b, c] {
@@ -193,6 +199,9 @@ fn engine_first(t: &mut Test) {
 /// before it share the function, and nothing changes the kernel's bytes.
 #[cfg(CONFIG_X86_64)]
 fn kernel_optimized_first(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     let [a, b, c] = insns();
     let orig = text_word(b);
     // SAFETY: a kernel kprobe without post handler on this module's
@@ -267,6 +276,9 @@ fn kernel_optimized_first(t: &mut Test) {
 /// call, and unregistering in either order gives the text back.
 #[cfg(CONFIG_X86_64)]
 fn engine_first_kernel_unposted(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     let [a, b, c] = insns();
     let words = [text_word(a), text_word(b), text_word(c)];
     let back = || [text_word(a), text_word(b), text_word(c)] == words;
@@ -359,6 +371,9 @@ fn engine_first_kernel_unposted(t: &mut Test) {
 }
 
 fn kernel_while_disabled(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     let [_, b, _] = insns();
     let wb = text_word(b);
     HITS.store(0, Ordering::SeqCst);

@@ -162,6 +162,9 @@ fn range_start(line: &[u8]) -> Option<usize> {
 /// debugfs files cannot be read with `kernel_read()`, so the guest job
 /// copies the file to tmpfs before loading this module.
 fn smoke_blacklist_covers_the_kernels(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
     use kernel::bindings;
     let path = c"/tmp/kernel-kprobes-blacklist";
     // SAFETY: a NUL-terminated path; O_RDONLY.
@@ -230,6 +233,10 @@ extern "C" {
 /// `_kprobe_blacklist`) is refused, by name and by address, and the query
 /// API says why; a plain one next to it is not.
 fn smoke_module_blacklist(t: &mut Test) {
+    if !cfg!(CONFIG_KPROBES) {
+        t.skip("NOKPROBE_SYMBOL() lists nothing in a kernel without kprobes");
+        return;
+    }
     let a = kp_test_nokprobe as *const () as usize;
     // SAFETY: the query takes any address.
     let why = unsafe { kp::kp_blacklisted(a) };

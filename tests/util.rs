@@ -14,6 +14,18 @@ pub(crate) const ENOENT: c_int = -(bindings::ENOENT as c_int);
 pub(crate) const EINVAL: c_int = -(bindings::EINVAL as c_int);
 pub(crate) const EILSEQ: c_int = -(bindings::EILSEQ as c_int);
 
+/// Whether the kernel has kprobes of its own to compare against: on a
+/// kernel built without them (`CONFIG_KPROBES=n`, the hardened test
+/// kernels) the case is marked skipped with that reason and `false` comes
+/// back.
+pub(crate) fn kernel_kprobes(t: &Test) -> bool {
+    if cfg!(CONFIG_KPROBES) {
+        return true;
+    }
+    t.skip("the kernel has no kprobes of its own (CONFIG_KPROBES=n) to compare with");
+    false
+}
+
 pub(crate) fn register(p: &mut KpKprobe) -> c_int {
     // SAFETY: every caller unregisters `p` before it goes out of scope.
     unsafe { kp::kp_register_kprobe(p) }

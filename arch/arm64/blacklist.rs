@@ -33,6 +33,14 @@ impl Refusals for Arch {
         // (`die()`; both CPUs then spun on `die_lock`, interrupts masked).
         (kernel::c_str!("try_module_get"), TRAP),
         (kernel::c_str!("module_put"), TRAP),
+        // The die notifier chain: the engine's oops recovery (its DIE_OOPS
+        // notifier) runs from it, and so does die() for a stray exception.
+        // NOKPROBE_SYMBOL() where the kernel has kprobes; a kernel without
+        // them has no such list, and arm64's BRK path does not call it
+        // (x86_64's int3 path does, so the derivation finds it there).
+        (kernel::c_str!("notify_die"), TRAP),
+        (kernel::c_str!("atomic_notifier_call_chain"), TRAP),
+        (kernel::c_str!("notifier_call_chain"), TRAP),
         // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
         (kernel::c_str!("_mcount"), ASM),
         (kernel::c_str!("cpu_switch_to"), ASM),

@@ -231,7 +231,7 @@ pub(super) fn build(
             rp,
             is_return: d.is_return,
             tev: core::ptr::null_mut(),
-            group: cstring(d.group_or_default().as_bytes()).map_err(enomem)?,
+            group: cstring(d.group.unwrap_or(default_group()).as_bytes()).map_err(enomem)?,
             name: cstring(event.as_bytes()).map_err(enomem)?,
             print_fmt: fmt,
             def,
@@ -349,6 +349,8 @@ pub(super) fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
     {
         kp.flags |= crate::abi::KP_FLAG_FULL_REGS;
     }
+    // Armed when enabled (`kp_ev_arm`).
+    kp.flags |= crate::abi::KP_FLAG_DISABLED;
     let r = if ev.is_return {
         ev.rp.handler = Some(on_return);
         // SAFETY: `ev` is boxed and stays registered until `remove`.

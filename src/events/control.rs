@@ -98,7 +98,10 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
             reset_buffers();
             r
         }
-        Command::Probe(d) => {
+        Command::Probe(mut d) => {
+            // Without a group: this kernel's default (`default_group`),
+            // in the event and in its listing line.
+            d.group = Some(d.group.unwrap_or(default_group()));
             // Room first: once registered, the event must not be dropped.
             if g.events().reserve(1, GFP_KERNEL).is_err() {
                 return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
@@ -108,7 +111,7 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
                 Some(e) => e,
                 None => d.write_default_name(&mut buf),
             };
-            let group = d.group_or_default();
+            let group = d.group.unwrap_or(default_group());
             if g.events()
                 .iter()
                 .any(|e| e.name_str() == event && e.group_str() == group)
@@ -368,7 +371,7 @@ pub unsafe extern "C" fn kp_event_id(group: *const c_char, event: *const c_char)
     // SAFETY: NUL-terminated per the contract.
     let event = unsafe { CStr::from_char_ptr(event) }.as_bytes();
     let group = if group.is_null() {
-        ep::DEFAULT_GROUP.as_bytes()
+        default_group().as_bytes()
     } else {
         // SAFETY: as above.
         unsafe { CStr::from_char_ptr(group) }.as_bytes()

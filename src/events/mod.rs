@@ -187,6 +187,17 @@ impl Locked {
     }
 }
 
+/// The group of an event defined without one: the kernel's `kprobes` where
+/// the kernel has no kprobe events (the engine's files are the standard
+/// ones there), else `kprobes_rs`, beside the kernel's.
+pub(crate) fn default_group() -> &'static str {
+    if cfg!(CONFIG_KPROBE_EVENTS) {
+        ep::DEFAULT_GROUP
+    } else {
+        ep::KERNEL_DEFAULT_GROUP
+    }
+}
+
 /// Defined events.
 pub(crate) fn count() -> usize {
     Locked::lock().events().len()

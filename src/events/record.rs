@@ -134,6 +134,30 @@ pub(crate) unsafe extern "C" fn kp_ev_name(owner: *mut c_void) -> *const c_char 
     unsafe { (*owner.cast::<Event>()).name.as_ptr() }
 }
 
+/// C callback (the trace event's `reg`, under `event_mutex`): arms the
+/// event's probe when its first user (a trace instance or a perf event)
+/// enables it, and disarms it when the last one goes, as the kernel's
+/// kprobe events do: a defined event costs nothing until it is enabled.
+/// 0 or `-errno`.
+///
+/// # Safety
+///
+/// `owner` is a live, registered event.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn kp_ev_arm(owner: *mut c_void, on: bool) -> c_int {
+    // SAFETY: per the function's contract; the probe stays registered
+    // while the event exists (removal needs it disabled: -EBUSY).
+    let kp = unsafe { &mut (*owner.cast::<Event>()).rp.kp };
+    // SAFETY: a registered probe.
+    unsafe {
+        if on {
+            crate::registry::kp_enable_kprobe(kp)
+        } else {
+            crate::registry::kp_disable_kprobe(kp)
+        }
+    }
+}
+
 /// C callback: ` name=value` for each argument of the record `entry`.
 ///
 /// # Safety
