@@ -198,6 +198,15 @@ run_events_standard() {
 	check std-records grep -qE ' o: \(do_sys_open\+0x[0-9a-f]+\/' $T/trace
 	check std-profile grep -qE '^ +o +[1-9][0-9]* +0$' $T/kprobe_profile
 	echo >$T/error_log
+	# %pD: a file's name, the argument expanded as the kernel expands it.
+	echo >$T/trace
+	check std-pD-listed sh -c "echo 'p:kp_pd/v vfs_read f=\$arg1:%pD' >>$T/kprobe_events && grep -qE '^p:kp_pd/v vfs_read f=\+0x0\(\+0x[0-9a-f]+\(\+0x[0-9a-f]+\(\\\$arg1\)\)\):string\$' $T/kprobe_events"
+	echo 1 >$T/events/kp_pd/v/enable
+	# (read(2): busybox cat may use sendfile)
+	head -n 1 /proc/version >/dev/null
+	echo 0 >$T/events/kp_pd/v/enable
+	check std-pD-name grep -qE ' v: \(vfs_read\+0x[0-9a-f]+/0x[0-9a-f]+\) f="version"' $T/trace
+	echo '-:kp_pd/v' >>$T/kprobe_events
 	c='p:kp_std/bad do_sys_open $foo'
 	check std-error-log-var sh -c "! echo '$c' >>$T/kprobe_events 2>/dev/null"
 	check std-error-log-var-entry tracing_err_is trace_kprobe 'Invalid $-valiable specified' "$c" '$foo'
@@ -235,7 +244,7 @@ ft_expect() { # who test
 ft_expect_probes() { # who test
 	case $1:$2 in
 	# Not yet in the engine (issue #23; docs/status.md).
-	engine:kprobe_args_char | engine:kprobe_args_vfs | engine:kprobe_multiprobe | \
+	engine:kprobe_args_char | engine:kprobe_multiprobe | \
 		engine:kprobe_opt_types | engine:kprobe_syntax_errors) echo FAIL ;;
 	# The engine's files are the standard ones on the hardened kernels,
 	# which have kCFI.
@@ -251,7 +260,6 @@ ft_why() { # who test
 	kprobe_non_uniq_symbol) echo "name_show is a unique symbol in the arm64 test kernels" ;;
 	kretprobe_maxactive) echo "probes inet_csk_accept: the test kernels have no networking" ;;
 	kprobe_args_char) echo "array types (:char[4]) not yet" ;;
-	kprobe_args_vfs) echo "%pd/%pD not yet" ;;
 	kprobe_multiprobe) echo "appending a site to an event not yet" ;;
 	kprobe_opt_types)
 		if [ "$ARCH" = aarch64 ]; then echo "the test knows the optprobes of x86_64, arm and ppc only"

@@ -561,6 +561,87 @@ fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Opti
     Ok((group, Some(event)))
 }
 
+/// The most bytes the `%pd`/`%pD` arguments of one line may expand to,
+/// each with a NUL (the kernel's `MAX_DENTRY_ARGS_LEN`).
+pub const MAX_DENTRY_ARGS_LEN: usize = 256;
+
+/// The kernel's `traceprobe_expand_dentry_args()`, run on a probe line
+/// before it is parsed: each argument (the third word on)
+/// `[NAME=]FETCHARG:%pd` becomes `[NAME=]+0x0(+0xD(FETCHARG)):string` and
+/// `[NAME=]FETCHARG:%pD` becomes `[NAME=]+0x0(+0xD(+0xF(FETCHARG))):string`,
+/// where `D` is `offsetof(struct dentry, d_name.name)` and `F`
+/// `offsetof(struct file, f_path.dentry)`: the name of a dentry, or of a
+/// file's. The line is written to `out` with its words joined by one space
+/// (as the kernel's error log shows it). `None`: nothing to expand (the
+/// line stands as it is); `Some(Err(()))`: the expansions exceed
+/// [`MAX_DENTRY_ARGS_LEN`] or `out` (the kernel's `-ENOMEM`).
+pub fn expand_dentry_args<'o>(
+    line: &str,
+    d_name: usize,
+    f_dentry: usize,
+    out: &'o mut [u8],
+) -> Option<Result<&'o str, ()>> {
+    use fmt::Write as _;
+    let probe = matches!(line.trim_start().as_bytes().first(), Some(b'p' | b'r'));
+    let is_dentry = |w: &str| w.ends_with(":%pd") || w.ends_with(":%pD");
+    if !probe || !line.split_ascii_whitespace().skip(2).any(is_dentry) {
+        return None;
+    }
+    struct Out<'b> {
+        buf: &'b mut [u8],
+        len: usize,
+    }
+    impl fmt::Write for Out<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+            self.buf
+                .get_mut(self.len..end)
+                .ok_or(fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+    let mut o = Out { buf: out, len: 0 };
+    let mut used = 0usize;
+    let mut write = || -> Result<(), fmt::Error> {
+        for (i, w) in line.split_ascii_whitespace().enumerate() {
+            if i > 0 {
+                o.write_str(" ")?;
+            }
+            if i < 2 || !is_dentry(w) {
+                o.write_str(w)?;
+                continue;
+            }
+            let start = o.len;
+            let body = w.strip_suffix(":%pd").or_else(|| w.strip_suffix(":%pD"));
+            let (body, file) = (body.unwrap_or(w), w.ends_with('D'));
+            let (name, arg) = match body.split_once('=') {
+                Some((n, a)) => (Some(n), a),
+                None => (None, body),
+            };
+            if let Some(n) = name {
+                write!(o, "{}=", n)?;
+            }
+            if file {
+                write!(o, "+0x0(+{:#x}(+{:#x}({}))):string", d_name, f_dentry, arg)?;
+            } else {
+                write!(o, "+0x0(+{:#x}({})):string", d_name, arg)?;
+            }
+            used = used.saturating_add(o.len.saturating_sub(start).saturating_add(1));
+            if used > MAX_DENTRY_ARGS_LEN {
+                return Err(fmt::Error);
+            }
+        }
+        Ok(())
+    };
+    if write().is_err() {
+        return Some(Err(()));
+    }
+    let text = o.buf.get(..o.len).unwrap_or(&[]);
+    Some(core::str::from_utf8(text).map_err(|_| ()))
+}
+
 /// Parses one line of `kprobe_events` (without the newline). `regs` is the
 /// architecture's register table (`EVENT_REGS` of each backend under
 /// `arch/`: `arch/*/event_regs.rs`).

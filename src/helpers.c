@@ -504,6 +504,11 @@ int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, 
 	return IS_ERR_OR_NULL(d) ? (d ? PTR_ERR(d) : -ENOENT) : 0;
 }
 
+/* For `%pd`/`%pD` probe-event arguments (src/events/control.rs): where a
+ * dentry's name is, and a file's dentry. */
+const size_t kp_dentry_name_offset = offsetof(struct dentry, d_name.name);
+const size_t kp_file_dentry_offset = offsetof(struct file, f_path.dentry);
+
 /* The standard files at tracefs' top (kprobe_events, kprobe_profile) on a
  * kernel without kprobe events of its own: src/debugfs.rs. */
 static struct dentry *kp_tracefs_std[2];

@@ -702,3 +702,67 @@ fn edge_values_refused_with_their_error() {
     assert_eq!(err("p do_sys_open a=\\18446744073709551616"), BadImm);
     assert_eq!(err("p do_sys_open a=\\-9223372036854775809"), BadImm);
 }
+
+/// `%pd`/`%pD` expand as the kernel's `traceprobe_expand_dentry_args()`
+/// does (kernel/trace/trace_probe.c, 6.12), and the result parses.
+#[test]
+fn dentry_args_expand_as_the_kernel() {
+    use kprobes_logic::event_parse::{expand_dentry_args, MAX_DENTRY_ARGS_LEN};
+    let mut out = [0u8; 4096];
+    let cases = [
+        (
+            "p:testprobe dput name=$arg1:%pd",
+            "p:testprobe dput name=+0x0(+0x28($arg1)):string",
+        ),
+        (
+            "p:testprobe   vfs_read $arg1:%pD  x=%di",
+            "p:testprobe vfs_read +0x0(+0x28(+0x10($arg1))):string x=%di",
+        ),
+        (
+            "r:a/b vfs_read f=+8(%si):%pD",
+            "r:a/b vfs_read f=+0x0(+0x28(+0x10(+8(%si)))):string",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = expand_dentry_args(line, 0x28, 0x10, &mut out)
+            .expect("expands")
+            .expect("fits");
+        assert_eq!(got, want);
+        assert!(
+            parse_line(got, X86_64_REGS).is_ok(),
+            "{got:?} does not parse"
+        );
+    }
+    // Nothing to expand: the symbol and the command word are not arguments,
+    // and other lines stand.
+    for line in ["p:ev dput", "p:ev a:%pd", "-:ev", "p:ev dput x=%di:u32", ""] {
+        assert!(
+            expand_dentry_args(line, 0x28, 0x10, &mut out).is_none(),
+            "{line:?}"
+        );
+    }
+    // The expansions' bytes, a NUL each, fit MAX_DENTRY_ARGS_LEN or the
+    // line is refused (the kernel's -ENOMEM), as is a line `out` cannot hold.
+    let one = "+0x0(+0x28($arg1)):string".len() + 1;
+    let fit = MAX_DENTRY_ARGS_LEN / one;
+    let line = |n: usize| {
+        let mut l = String::from("p:ev dput");
+        for _ in 0..n {
+            l.push_str(" $arg1:%pd");
+        }
+        l
+    };
+    assert!(matches!(
+        expand_dentry_args(&line(fit), 0x28, 0x10, &mut out),
+        Some(Ok(_))
+    ));
+    assert!(matches!(
+        expand_dentry_args(&line(fit + 1), 0x28, 0x10, &mut out),
+        Some(Err(()))
+    ));
+    let mut small = [0u8; 20];
+    assert!(matches!(
+        expand_dentry_args("p:ev dput $arg1:%pd", 0x28, 0x10, &mut small),
+        Some(Err(()))
+    ));
+}

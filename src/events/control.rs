@@ -67,8 +67,35 @@ impl Write for BufWriter<'_> {
     }
 }
 
-/// Handles one line; errors are logged against `line`.
+extern "C" {
+    /// `offsetof(struct dentry, d_name.name)`, `offsetof(struct file,
+    /// f_path.dentry)` (helpers.c).
+    static kp_dentry_name_offset: usize;
+    static kp_file_dentry_offset: usize;
+}
+
+/// Handles one line: `%pd`/`%pD` arguments expanded first, as the kernel
+/// does before it parses (its error log then shows the expanded line).
 pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
+    // SAFETY: constants of the C glue.
+    let (d, f) = unsafe { (kp_dentry_name_offset, kp_file_dentry_offset) };
+    // The line's words, one space apart (no longer than the line), and the
+    // expansions' growth (at most their own bytes).
+    let want = line.len() + ep::MAX_DENTRY_ARGS_LEN;
+    let mut buf = KVec::with_capacity(want, GFP_KERNEL)?;
+    while buf.len() < want {
+        let n = (want - buf.len()).min(64);
+        buf.extend_from_slice(&[0u8; 64][..n], GFP_KERNEL)?;
+    }
+    match ep::expand_dentry_args(line, d, f, &mut buf) {
+        None => run_one(g, line),
+        Some(Ok(l)) => run_one(g, l),
+        Some(Err(())) => Err(ENOMEM),
+    }
+}
+
+/// Handles one line; errors are logged against `line`.
+fn run_one(g: &mut Locked, line: &str) -> Result {
     let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
         log_error(g, line, kind, pos);
         Err(e)
