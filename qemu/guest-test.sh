@@ -5,8 +5,9 @@
 KMEMLEAK=/sys/kernel/debug/kmemleak
 [ -e $KMEMLEAK ] && echo clear >$KMEMLEAK
 check engine-insmod insmod $M/kprobes.ko
-# notify_die() is on the trap path: NOKPROBE_SYMBOL where the kernel has
-# kprobes, found by the engine's own trap-path derivation where it has not.
+# notify_die() is refused: NOKPROBE_SYMBOL where the kernel has kprobes;
+# where it has not, the engine's own trap path (derived on x86_64, named
+# on arm64: the die chain its oops recovery runs in).
 if [ -n "$KERNEL_KPROBES" ]; then
 	check debugfs-blacklist grep -q 'notify_die+0x0.*NOKPROBE_SYMBOL' $KP/blacklist
 else
