@@ -4,6 +4,11 @@
 # Debug kernel: forget what kmemleak suspects from boot; checked at the end.
 KMEMLEAK=/sys/kernel/debug/kmemleak
 [ -e $KMEMLEAK ] && echo clear >$KMEMLEAK
+# Hardened kernels report a task blocked too long (a hang then says where):
+# the insmod that runs the KUnit suites waits uninterruptibly for each
+# case, up to about four minutes (kp_mass on arm64-hardened), and KUnit
+# times a case out at five; eight minutes is a hang.
+[ -w /proc/sys/kernel/hung_task_timeout_secs ] && echo 480 >/proc/sys/kernel/hung_task_timeout_secs
 check engine-insmod insmod $M/kprobes.ko
 # notify_die() is refused: NOKPROBE_SYMBOL where the kernel has kprobes;
 # where it has not, the engine's own trap path (derived on x86_64, named
