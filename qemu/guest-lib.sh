@@ -140,8 +140,9 @@ run_access() {
 }
 
 # --- the probe-event files in tracefs (/sys/kernel/tracing/kp/) ----------------
-nobody_cannot_define_tracefs() {
-	! as_nobody "echo p:kp_nobody do_sys_open >>$T/kp/kprobe_events" 2>/dev/null &&
+# nobody_cannot_define_in FILE: an unprivileged write to FILE defines nothing.
+nobody_cannot_define_in() {
+	! as_nobody "echo p:kp_nobody do_sys_open >>$1" 2>/dev/null &&
 		! grep -q kp_nobody $E
 }
 # The same files as in debugfs, one set of events behind both.
@@ -157,7 +158,7 @@ run_events_tracefs() {
 	check tracefs-profile grep -qE '^ +t +[1-9][0-9]* +0$' $TK/kprobe_profile
 	echo >$TK/error_log
 	check tracefs-error-log sh -c "! echo 'p:kp_tfs/bad no_such_function_kp' >>$TK/kprobe_events 2>/dev/null && grep -qF 'Invalid probed address or symbol' $TK/error_log && grep -qF 'Invalid probed address or symbol' $KP/error_log"
-	check tracefs-nonroot-no-events nobody_cannot_define_tracefs
+	check tracefs-nonroot-no-events nobody_cannot_define_in $T/kp/kprobe_events
 	check tracefs-remove sh -c "echo '-:kp_tfs/t' >>$TK/kprobe_events && ! grep -q kp_tfs $E && [ ! -d $T/events/kp_tfs ]"
 }
 
@@ -172,10 +173,6 @@ tracing_err_is() {
 	sed -n 1p /tmp/kp-errlog | grep -qF "] $1: error: $2" &&
 		[ "$(sed -n 2p /tmp/kp-errlog)" = "  Command: $3" ] &&
 		[ "$(sed -n 3p /tmp/kp-errlog)" = "$(caret_at "$3" "$4")" ]
-}
-nobody_cannot_define_std() {
-	! as_nobody "echo p:kp_nobody do_sys_open >>$T/kprobe_events" 2>/dev/null &&
-		! grep -q kp_nobody $E
 }
 # /sys/kernel/tracing/kprobe_events and kprobe_profile are the engine's
 # (with the kernel's modes), one set of events behind them and debugfs;
@@ -213,7 +210,7 @@ run_events_standard() {
 	c='p:kp_std/bad no_such_function_kp'
 	echo "$c" >>$T/kprobe_events 2>/dev/null
 	check std-error-log-symbol-entry tracing_err_is trace_kprobe 'Invalid probed address or symbol' "$c" no_such
-	check std-nonroot-no-events nobody_cannot_define_std
+	check std-nonroot-no-events nobody_cannot_define_in $T/kprobe_events
 	# '>' (O_TRUNC) removes every event, as the kernel's does.
 	echo 'p:kp_std/o2 vfs_read' >>$T/kprobe_events
 	check std-truncate sh -c "echo >$T/kprobe_events && ! grep -q kp_std $E && [ ! -d $T/events/kp_std ]"

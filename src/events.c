@@ -218,11 +218,25 @@ static struct trace_event_functions kp_funcs = {
 	.trace = kp_print,
 };
 
+/* Before a user is added: arms the probe if it is the first. */
+static int kp_tev_first_user(struct kp_tev *t)
+{
+	return kp_tev_enabled(t) ? 0 : kp_ev_arm(t->owner, true);
+}
+
+/* After a user went: disarms the probe if it was the last. */
+static void kp_tev_user_gone(struct kp_tev *t)
+{
+	if (!kp_tev_enabled(t))
+		kp_ev_arm(t->owner, false);
+}
+
 static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data)
 {
 	struct kp_tev *t = tev_of(call);
 	struct trace_event_file *file = data;
 	struct kp_file_link *l;
+	int ret;
 
 	/* The probe is armed while the event has a user (kp_ev_arm); reg runs
 	 * under event_mutex, so users come and go one at a time. */
@@ -236,14 +250,11 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 			module_put(THIS_MODULE);
 			return -ENOMEM;
 		}
-		if (!kp_tev_enabled(t)) {
-			int ret = kp_ev_arm(t->owner, true);
-
-			if (ret) {
-				kfree(l);
-				module_put(THIS_MODULE);
-				return ret;
-			}
+		ret = kp_tev_first_user(t);
+		if (ret) {
+			kfree(l);
+			module_put(THIS_MODULE);
+			return ret;
 		}
 		l->file = file;
 		list_add_tail_rcu(&l->list, &t->files);
@@ -252,8 +263,7 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 		list_for_each_entry(l, &t->files, list) {
 			if (l->file == file) {
 				list_del_rcu(&l->list);
-				if (!kp_tev_enabled(t))
-					kp_ev_arm(t->owner, false);
+				kp_tev_user_gone(t);
 				/* Hits run with interrupts off: an RCU-sched
 				 * grace period covers them. */
 				synchronize_rcu();
@@ -268,20 +278,16 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 		/* The perf core has set up call->perf_events. */
 		if (!try_module_get(THIS_MODULE))
 			return -ENODEV;
-		if (!kp_tev_enabled(t)) {
-			int ret = kp_ev_arm(t->owner, true);
-
-			if (ret) {
-				module_put(THIS_MODULE);
-				return ret;
-			}
+		ret = kp_tev_first_user(t);
+		if (ret) {
+			module_put(THIS_MODULE);
+			return ret;
 		}
 		atomic_inc(&t->perf_users);
 		return 0;
 	case TRACE_REG_PERF_UNREGISTER:
 		atomic_dec(&t->perf_users);
-		if (!kp_tev_enabled(t))
-			kp_ev_arm(t->owner, false);
+		kp_tev_user_gone(t);
 		module_put(THIS_MODULE);
 		return 0;
 	case TRACE_REG_PERF_OPEN:
