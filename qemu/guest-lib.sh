@@ -241,7 +241,7 @@ ft_expect() { # who test
 ft_expect_probes() { # who test
 	case $1:$2 in
 	# Not yet in the engine (issue #23; docs/status.md).
-	engine:kprobe_args_char | engine:kprobe_multiprobe | \
+	engine:kprobe_args_char | \
 		engine:kprobe_opt_types | engine:kprobe_syntax_errors) echo FAIL ;;
 	# The engine's files are the standard ones on the hardened kernels,
 	# which have kCFI.
@@ -257,7 +257,6 @@ ft_why() { # who test
 	kprobe_non_uniq_symbol) echo "name_show is a unique symbol in the arm64 test kernels" ;;
 	kretprobe_maxactive) echo "probes inet_csk_accept: the test kernels have no networking" ;;
 	kprobe_args_char) echo "array types (:char[4]) not yet" ;;
-	kprobe_multiprobe) echo "appending a site to an event not yet" ;;
 	kprobe_opt_types)
 		if [ "$ARCH" = aarch64 ]; then echo "the test knows the optprobes of x86_64, arm and ppc only"
 		else echo "no /proc/sys/debug/kprobes-optimization or debugfs kprobes/list, and optimization settles later than the test looks"; fi ;;
@@ -495,6 +494,42 @@ run_events_listing_vs_kernel() {
 	echo 'p:kpcmp_x/same do_sys_open' >>$E
 	echo 'p:kpcmp_y/same vfs_read' >>$E
 	check events-remove-any-group sh -c "echo '-:same' >>$E && ! grep -q '/same ' $E"
+	# A second line with an event's name appends a site to it (the
+	# kernel's append_trace_kprobe()): the same refusals with the same
+	# error_log entries (another kind of probe, another argument name or
+	# type, fewer or more arguments, the same site again) ...
+	echo 'p:kpcmp_ours/m do_sys_open x=$arg1' >>$E
+	echo 'p:kpcmp_kern/m do_sys_open x=$arg1' >>$T/kprobe_events
+	n=0
+	for l in 'r:G/m vfs_read' 'p:G/m vfs_read y=$arg1' 'p:G/m vfs_read x=$arg1:u32' \
+		'p:G/m vfs_read' 'p:G/m vfs_read x=$arg1 y=$arg2' 'p:G/m do_sys_open x=$arg1'; do
+		n=$((n + 1))
+		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
+		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")
+		echo "--- $l"
+		echo "ours:   $ours"
+		echo "kernel: $kern"
+		check events-append-refusal-as-kernel-$n test "$ours" = "$kern" -a "${ours%% *}" = refused
+	done
+	# ... the listing in definition order across events, a site appended
+	# to an older event after the events defined in between ...
+	for side in "$E kpcmp_ours" "$T/kprobe_events kpcmp_kern"; do
+		set -- $side
+		echo "p:$2/n vfs_read" >>$1
+		echo "p:$2/m vfs_read x=\$arg2" >>$1
+	done
+	grep 'kpcmp_ours/[mn] ' $E | sed 's|kpcmp_ours/|G/|' >/tmp/kp-ours
+	grep 'kpcmp_kern/[mn] ' $T/kprobe_events | sed 's|kpcmp_kern/|G/|' >/tmp/kp-kern
+	echo "--- appended, ours:"
+	cat /tmp/kp-ours
+	echo "--- appended, the kernel's:"
+	cat /tmp/kp-kern
+	check events-append-listing-as-kernel sh -c "[ \$(wc -l </tmp/kp-ours) = 3 ] && cmp -s /tmp/kp-ours /tmp/kp-kern"
+	# ... a site removed by its location, the event staying with the
+	# other, and `-:GROUP/` taking every event of the group.
+	check events-remove-one-site sh -c "echo '-:kpcmp_ours/m vfs_read' >>$E && grep -q '^p:kpcmp_ours/m do_sys_open' $E && ! grep -q '^p:kpcmp_ours/m vfs_read' $E"
+	check events-remove-group sh -c "echo '-:kpcmp_ours/' >>$E && ! grep -q kpcmp_ours $E"
+	echo '-:kpcmp_kern/' >>$T/kprobe_events
 }
 # $argN on a return probe (saved at the entry): the same record as the
 # kernel's own return event with the same arguments, for the same call
@@ -646,7 +681,8 @@ run_events_write_chunks() {
 # --- the fuzzer's corpus (fuzz/corpus/event_line), each input one write -------
 # Every input the coverage-guided fuzzer kept (edge values of every numeric
 # field among them) written as it is: each is accepted or refused with an
-# error_log entry, and nothing crashes.
+# error_log entry (a removal without: the kernel writes none), and nothing
+# crashes.
 run_events_corpus() {
 	[ -d /corpus ] || return 0
 	n=0; accepted=0; refused=0; unexplained=0
@@ -659,9 +695,13 @@ run_events_corpus() {
 			refused=$((refused + 1))
 			# Shell builtins only (each fork costs a tenth of a second
 			# on the debug kernel under TCG; 1,000 inputs).
-			first=
+			first= input=
 			read -r first <$KP/error_log
-			case $first in
+			read -r input <"$f"
+			case $input:$first in
+			# A removal that matches nothing: no entry, as the
+			# kernel's dyn_event_release() writes none.
+			-*) ;;
 			*"kp_events: error: "*) ;;
 			*)
 				unexplained=$((unexplained + 1))

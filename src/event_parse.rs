@@ -125,8 +125,6 @@ pub enum ErrKind {
     NeedStringType,
     /// `$argN` on a probe that is not at a function entry or exit.
     NoFentryArgs,
-    /// `-:` followed by more.
-    BadRemove,
     /// `[N]` array types.
     ArrayUnsupported,
     /// The group/event name is taken.
@@ -135,8 +133,12 @@ pub enum ErrKind {
     FailRegProbe,
     /// The address is not on an instruction boundary.
     BadInsnBndry,
-    /// `-:` of an event that does not exist.
-    NoSuchEvent,
+    /// An appended site of another kind (`p` to `r` or back).
+    DiffProbeType,
+    /// An appended site's arguments differ in number, name or type.
+    DiffArgType,
+    /// An appended site the event has already.
+    SameProbe,
     /// The probed symbol names several (static) functions.
     NonUniqSymbol,
 }
@@ -184,12 +186,13 @@ impl ErrKind {
             TooManyArgs => "Too many arguments are specified",
             NeedStringType => "$comm and immediate-string only accepts string type",
             NoFentryArgs => "$arg* can be used only on function entry or exit",
-            BadRemove => "Unexpected argument after the event name",
             ArrayUnsupported => "Array types are not supported (yet)",
             EventExist => "Given group/event name is already used by another event",
             FailRegProbe => "Failed to register probe event",
             BadInsnBndry => "Probe point is not an instruction boundary",
-            NoSuchEvent => "No such event",
+            DiffProbeType => "Probe type is different from existing probe",
+            DiffArgType => "Argument type or name is different from existing probe",
+            SameProbe => "There is already the exact same probe event",
             NonUniqSymbol => "The symbol is not unique",
         }
     }
@@ -198,6 +201,7 @@ impl ErrKind {
     pub fn errno(self) -> i32 {
         match self {
             ErrKind::TooManyArgs => 7, // E2BIG
+            ErrKind::DiffProbeType | ErrKind::DiffArgType | ErrKind::SameProbe => 17, // EEXIST
             _ => 22,                   // EINVAL
         }
     }
@@ -282,12 +286,17 @@ pub enum Command<'a> {
     Empty,
     /// Define a probe event.
     Probe(ProbeDef<'a>),
-    /// `-:[GRP/]EVENT`.
+    /// `-:[GRP/]EVENT [LOCATION [ARGS]]`: the sites of the events so
+    /// named whose listing starts with the words given, as the kernel's
+    /// `dyn_event_release()` matches them. The names are not checked (a
+    /// name that cannot exist matches nothing).
     Remove {
-        /// `GRP` (None: [`DEFAULT_GROUP`]).
+        /// `GRP` (None: any group).
         group: Option<&'a str>,
-        /// `EVENT`.
+        /// `EVENT` ("": every event of `group`).
         event: &'a str,
+        /// The words after the name, as written.
+        words: &'a str,
     },
 }
 
@@ -537,7 +546,7 @@ fn split_name(
 }
 
 /// `[GRP/]EVENT` after the `:`; either part may be missing.
-fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Option<&str>)> {
+fn parse_names(s: &str, pos: usize) -> Res<(Option<&str>, Option<&str>)> {
     let errs = [
         ErrKind::NoGroupName,
         ErrKind::GroupTooLong,
@@ -547,7 +556,7 @@ fn parse_names(s: &str, pos: usize, need_event: bool) -> Res<(Option<&str>, Opti
     if event.is_empty() {
         // `p:GRP/` generates the name; `p:` alone is an error (as in the
         // kernel's traceprobe_parse_event_name()).
-        if need_event || group.is_none() {
+        if group.is_none() {
             return err(ErrKind::NoEventName, epos);
         }
         return Ok((group, None));
@@ -663,19 +672,29 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
     let rest = chars.as_str();
     match kind {
         '-' => {
+            // As the kernel's dyn_event_release(): `-:`, then the names
+            // split at the first '/', unchecked; `-:` alone is invalid.
             if !rest.is_empty() {
                 return err(ErrKind::BadCommand, cpos);
             }
             let Some((n, npos)) = names else {
                 return err(ErrKind::NoEventName, past(cpos, 0));
             };
-            let (group, event) = parse_names(n, npos, true)?;
-            if let Some((p, _)) = toks.next() {
-                return err(ErrKind::BadRemove, p);
+            let (group, event) = match n.find('/') {
+                Some(i) => (Some(sub(n, 0, i)), from(n, past(0, i))),
+                None => (None, n),
+            };
+            if group.is_none() && event.is_empty() {
+                return err(ErrKind::NoEventName, npos);
             }
+            let words = match toks.next() {
+                Some((p, _)) => from(line, p).trim_end(),
+                None => "",
+            };
             Ok(Command::Remove {
                 group,
-                event: event.unwrap_or(""),
+                event,
+                words,
             })
         }
         'p' | 'r' => {
@@ -700,7 +719,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 Some(m)
             };
             let (group, event) = match names {
-                Some((n, npos)) => parse_names(n, npos, false)?,
+                Some((n, npos)) => parse_names(n, npos)?,
                 None => (None, None),
             };
             let Some((lpos, loc)) = toks.next() else {
@@ -793,6 +812,11 @@ impl<'a> ProbeDef<'a> {
             regs: self.regs,
         };
         tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
+    }
+
+    /// Where the `k`th fetch argument (0-based) starts in the line.
+    pub fn arg_pos(&self, k: usize) -> Option<usize> {
+        tokens(self.args_text, self.args_pos).nth(k).map(|(p, _)| p)
     }
 
     /// The fetch arguments' text, as written.

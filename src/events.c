@@ -29,13 +29,16 @@ int kp_tev_unregister(struct kp_tev *t);
 void kp_tev_free(struct kp_tev *t);
 bool kp_tev_enabled(struct kp_tev *t);
 int kp_tev_id(struct kp_tev *t);
-void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
-		   unsigned long ret_ip, const void *edata);
+void kp_tev_record(struct kp_tev *t, const void *site, struct pt_regs *regs,
+		   unsigned long ip, unsigned long ret_ip, const void *edata);
+void kp_events_event_lock(void);
+void kp_events_event_unlock(void);
 
-/* Implemented in src/events/. */
+/* Implemented in src/events/: `owner` is the event, `site` the probed place
+ * of it that hit (its fetch programs). */
 int kp_ev_define_fields(void *owner, struct trace_event_call *call);
-size_t kp_ev_args_size(void *owner, struct pt_regs *regs, const void *edata);
-void kp_ev_store_args(void *owner, struct pt_regs *regs, const void *edata,
+size_t kp_ev_args_size(const void *site, struct pt_regs *regs, const void *edata);
+void kp_ev_store_args(const void *site, struct pt_regs *regs, const void *edata,
 		      void *entry, size_t head, size_t size);
 void kp_ev_print_args(void *owner, struct trace_seq *s, void *entry, int size);
 const char *kp_ev_name(void *owner);
@@ -143,6 +146,20 @@ void kp_events_set_trace_call_bpf(void *fn);
 void kp_events_set_trace_call_bpf(void *fn)
 {
 	kp_trace_call_bpf = fn;
+}
+
+/* The trace core's event_mutex around a change of an event's sites, which
+ * kp_ev_arm() walks under it (from kp_reg()). */
+void kp_events_event_lock(void)
+{
+	if (kp_event_mutex)
+		mutex_lock(kp_event_mutex);
+}
+
+void kp_events_event_unlock(void)
+{
+	if (kp_event_mutex)
+		mutex_unlock(kp_event_mutex);
 }
 
 void kp_events_lock(void)
@@ -419,7 +436,7 @@ static void kp_fill_head(struct kp_tev *t, void *entry, unsigned long ip,
 
 #ifdef CONFIG_PERF_EVENTS
 /* The record for perf, built like the trace buffer's (kprobe_perf_func()). */
-static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
+static void kp_tev_perf(struct kp_tev *t, const void *site, struct pt_regs *regs,
 			unsigned long ip, unsigned long ret_ip, const void *edata,
 			size_t head_size, ssize_t args)
 {
@@ -451,7 +468,7 @@ static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
 		return;
 	/* -1: the trace buffer did not need it (not measured yet). */
 	if (args < 0)
-		args = kp_ev_args_size(t->owner, regs, edata);
+		args = kp_ev_args_size(site, regs, edata);
 	size = ALIGN(head_size + args + sizeof(u32), sizeof(u64)) - sizeof(u32);
 	/* perf_trace_buf_alloc() WARNs above this. */
 	if (size > PERF_MAX_TRACE_SIZE)
@@ -461,17 +478,18 @@ static void kp_tev_perf(struct kp_tev *t, struct pt_regs *regs,
 		return;
 	kp_fill_head(t, entry, ip, ret_ip);
 	memset(entry + head_size, 0, size - head_size);
-	kp_ev_store_args(t->owner, regs, edata, entry, head_size, args);
+	kp_ev_store_args(site, regs, edata, entry, head_size, args);
 	perf_trace_buf_submit(entry, size, rctx, t->call.event.type, 1, regs,
 			      head, NULL);
 }
 #endif
 
 /* Writes one record to every instance that has the event enabled.
- * Trap context (interrupts off). edata: a return probe's data saved at the
- * function's entry (its $argN values), else NULL. */
-void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
-		   unsigned long ret_ip, const void *edata)
+ * Trap context (interrupts off). site: the probed place that hit; edata: a
+ * return probe's data saved at the function's entry (its $argN values),
+ * else NULL. */
+void kp_tev_record(struct kp_tev *t, const void *site, struct pt_regs *regs,
+		   unsigned long ip, unsigned long ret_ip, const void *edata)
 {
 	struct kp_file_link *l;
 	size_t head = t->is_return ? sizeof(struct kp_ret_entry_head)
@@ -494,18 +512,18 @@ void kp_tev_record(struct kp_tev *t, struct pt_regs *regs, unsigned long ip,
 		if (trace_trigger_soft_disabled(file))
 			continue;
 		if (size < 0)
-			size = kp_ev_args_size(t->owner, regs, edata);
+			size = kp_ev_args_size(site, regs, edata);
 		entry = trace_event_buffer_reserve(&fbuffer, file, head + size);
 		if (!entry)
 			continue;
 		fbuffer.regs = regs;
 		kp_fill_head(t, entry, ip, ret_ip);
-		kp_ev_store_args(t->owner, regs, edata, entry, head, size);
+		kp_ev_store_args(site, regs, edata, entry, head, size);
 		trace_event_buffer_commit(&fbuffer);
 	}
 #ifdef CONFIG_PERF_EVENTS
 	if (atomic_read(&t->perf_users))
-		kp_tev_perf(t, regs, ip, ret_ip, edata, head, size);
+		kp_tev_perf(t, site, regs, ip, ret_ip, edata, head, size);
 #endif
 	preempt_enable_notrace();
 }

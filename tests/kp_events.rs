@@ -14,6 +14,8 @@ use crate::targets::args_expected;
 extern "C" {
     /// `tests/helpers.c`: `kp_kunit_args` in C, with an ftrace site.
     fn kp_test_c_args(a: u64, b: u64, c: u64) -> u64;
+    /// `tests/helpers.c`: `value / 3 + 1`, with an ftrace site.
+    fn kp_test_c_target(value: i32) -> i32;
 }
 use core::ffi::c_void;
 use core::hint::black_box;
@@ -188,12 +190,141 @@ fn events_api_errors(t: &mut Test) {
     kp_expect_eq!(t, kp::event_id(None, c"e3"), Err(ENOENT));
 }
 
+/// Calls both targets: `args` times `kp_test_c_args`, `target` times
+/// `kp_test_c_target`.
+fn call_targets(t: &mut Test, args: u64, target: i32) {
+    for i in 0..args {
+        // SAFETY: a plain C function.
+        let v = unsafe { kp_test_c_args(black_box(i), 1, 2) };
+        kp_expect_eq!(t, v, args_expected(i, 1, 2));
+    }
+    for i in 0..target {
+        // SAFETY: a plain C function.
+        let v = unsafe { kp_test_c_target(black_box(i)) };
+        kp_expect_eq!(t, v, i / 3 + 1);
+    }
+}
+
+/// One event on several places (a second `p:GRP/EVENT` line appends a
+/// site, as `perf probe` does for each inlined copy of a function): the
+/// kernel's refusals of a different kind, different arguments and the
+/// same site again; perf counts the hits of every site; a site appended
+/// while perf has the event is armed at once; a site goes alone (even
+/// while enabled), the whole event only when nothing holds it, and stays
+/// whole when refused; `-:GRP/` removes every event of a group.
+fn events_multi_site(t: &mut Test) {
+    let base = kp::stats().probes;
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/ms kp_test_c_args a=$arg1:u32"),
+        Ok(())
+    );
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/ms kp_test_c_target a=$arg1:u32"),
+        Ok(())
+    );
+    for refused in [
+        c"r:kp_kunit/ms kp_test_c_target",
+        c"p:kp_kunit/ms kp_test_c_target a=$arg1:u64",
+        c"p:kp_kunit/ms kp_test_c_target b=$arg1:u32",
+        c"p:kp_kunit/ms kp_test_c_target",
+        c"p:kp_kunit/ms kp_test_c_target a=$arg1:u32 b=$arg2",
+        c"p:kp_kunit/ms kp_test_c_target a=$arg1:u32",
+    ] {
+        kp_expect_eq!(t, kp::event_command(refused), Err(EEXIST), "{:?}", refused);
+    }
+    kp_expect_eq!(t, kp::stats().probes, base + 2, "one probe per site");
+    let Ok(id) = kp::event_id(Some(c"kp_kunit"), c"ms") else {
+        kp_expect!(t, false, "no event id");
+        return;
+    };
+    let Some(c) = Counter::new(id) else {
+        kp_expect!(t, false, "perf_event_create_kernel_counter failed");
+        let _ = kp::event_command(c"-:kp_kunit/ms");
+        return;
+    };
+    call_targets(t, 3, 4);
+    kp_expect_eq!(t, c.count(), 7, "hits of both sites");
+    // Appended while enabled: armed at once (a second site on one
+    // function, with another program for the same field).
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/ms kp_test_c_target a=$arg2:u32"),
+        Ok(())
+    );
+    call_targets(t, 1, 2);
+    kp_expect_eq!(
+        t,
+        c.count(),
+        7 + 1 + 2 * 2,
+        "the appended site counts at once"
+    );
+    // One site goes while perf holds the event; the others stay armed.
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"-:kp_kunit/ms kp_test_c_target a=$arg2:u32"),
+        Ok(())
+    );
+    kp_expect_eq!(t, kp::stats().probes, base + 2);
+    call_targets(t, 1, 1);
+    kp_expect_eq!(t, c.count(), 12 + 2, "one hit per call again");
+    // The whole event cannot go while perf holds it, and stays whole.
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit/ms"), Err(EBUSY));
+    kp_expect_eq!(t, kp::stats().probes, base + 2);
+    call_targets(t, 1, 1);
+    kp_expect_eq!(t, c.count(), 14 + 2, "both sites after the refused removal");
+    drop(c);
+    // A site by its location; the event stays with the other one.
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"-:kp_kunit/ms kp_test_c_args"),
+        Ok(())
+    );
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"-:kp_kunit/ms kp_test_c_args"),
+        Err(ENOENT)
+    );
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"-:kp_kunit/ms kp_test_c_target a=$arg2:u32"),
+        Err(ENOENT),
+        "a site that is gone"
+    );
+    kp_expect!(t, kp::event_id(Some(c"kp_kunit"), c"ms").is_ok());
+    kp_expect_eq!(t, kp::stats().probes, base + 1);
+    // The last site takes the event with it.
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"-:kp_kunit/ms kp_test_c_target a=$arg1:u32"),
+        Ok(())
+    );
+    kp_expect_eq!(t, kp::event_id(Some(c"kp_kunit"), c"ms"), Err(ENOENT));
+    // `-:GRP/`: every event of the group, and nothing else.
+    for l in [
+        c"p:kp_kunit_g/a kp_test_c_args",
+        c"r:kp_kunit_g/b kp_test_c_target",
+        c"p:kp_kunit/keep kp_test_c_target",
+    ] {
+        kp_expect_eq!(t, kp::event_command(l), Ok(()), "{:?}", l);
+    }
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit_g/"), Ok(()));
+    kp_expect_eq!(t, kp::event_id(Some(c"kp_kunit_g"), c"a"), Err(ENOENT));
+    kp_expect_eq!(t, kp::event_id(Some(c"kp_kunit_g"), c"b"), Err(ENOENT));
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit_g/"), Err(ENOENT));
+    kp_expect_eq!(t, kp::event_command(c"-:"), Err(EINVAL));
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit/keep"), Ok(()));
+    kp_expect_eq!(t, kp::stats().probes, base);
+}
+
 kunit_suite!(
     kp_events,
     "kp_events",
     [
         events_perf_counts_hits,
         events_mid_function_breakpoint,
-        events_api_errors
+        events_api_errors,
+        events_multi_site
     ]
 );

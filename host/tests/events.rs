@@ -120,14 +120,43 @@ fn documentation_examples() {
         parse_line("-:myprobe", X86_64_REGS),
         Ok(Command::Remove {
             group: None,
-            event: "myprobe"
+            event: "myprobe",
+            words: ""
         })
     );
     assert_eq!(
         parse_line("-:grp/ev # comment", X86_64_REGS),
         Ok(Command::Remove {
             group: Some("grp"),
-            event: "ev"
+            event: "ev",
+            words: ""
+        })
+    );
+    // One site (its location and leading arguments), every event of a
+    // group, and names that cannot exist (they match nothing), as the
+    // kernel's dyn_event_release() takes them.
+    assert_eq!(
+        parse_line("-:grp/ev  do_sys_open+4 a=%ax  # c", X86_64_REGS),
+        Ok(Command::Remove {
+            group: Some("grp"),
+            event: "ev",
+            words: "do_sys_open+4 a=%ax"
+        })
+    );
+    assert_eq!(
+        parse_line("-:grp/", X86_64_REGS),
+        Ok(Command::Remove {
+            group: Some("grp"),
+            event: "",
+            words: ""
+        })
+    );
+    assert_eq!(
+        parse_line("-:1bad/ev-x", X86_64_REGS),
+        Ok(Command::Remove {
+            group: Some("1bad"),
+            event: "ev-x",
+            words: ""
         })
     );
     assert_eq!(
@@ -272,7 +301,7 @@ fn errors_with_positions() {
         ("-:", NoEventName, 2),
         ("p: do_sys_open", NoEventName, 2),
         ("-", NoEventName, 1),
-        ("-:ev extra", BadRemove, 5),
+        ("-x:ev", BadCommand, 0),
         ("p do_sys_open $retval", RetvalOnProbe, 14),
         ("p do_sys_open a=$stackx", BadStackNum, 16),
         ("p do_sys_open a=$arg0", BadArgNum, 16),

@@ -91,12 +91,12 @@ pub(super) fn print_conv(t: Type) -> &'static str {
     }
 }
 
-/// Compiles one parsed argument (resolving `@SYM`).
+/// Compiles one parsed argument (resolving `@SYM`); its field.
 pub(super) fn compile_arg(
     a: &FetchArg<'_>,
     index: usize,
     offset: usize,
-) -> core::result::Result<Arg, (ErrKind, Error)> {
+) -> core::result::Result<(Arg, Field), (ErrKind, Error)> {
     let bad = |k| (k, EINVAL);
     let mut ops = [COp::Imm(0); ep::MAX_OPS];
     for (o, op) in ops.iter_mut().zip(a.program()) {
@@ -138,33 +138,44 @@ pub(super) fn compile_arg(
         (1, Some(&COp::Reg(r)), _) => Some(r),
         _ => None,
     };
-    Ok(Arg {
-        name,
-        ops,
-        nops,
-        ty: a.ty,
-        offset,
-        size: field_type(a.ty).1,
-        reg,
-    })
+    let size = field_type(a.ty).1;
+    Ok((
+        Arg {
+            ops,
+            nops,
+            ty: a.ty,
+            offset,
+            size,
+            reg,
+        },
+        Field {
+            name,
+            ty: a.ty,
+            offset,
+            size,
+        },
+    ))
 }
 
 pub(super) fn enomem<E>(_: E) -> (ErrKind, Error) {
     (ErrKind::FailRegProbe, ENOMEM)
 }
 
-/// Builds the event for `d` (not yet registered anywhere).
-pub(super) fn build(
+/// Builds a site for `d` (not yet registered, not on any event), and the
+/// fields its arguments make.
+pub(super) fn build_site(
     d: &ProbeDef<'_>,
-    event: &str,
-) -> core::result::Result<KBox<Event>, (ErrKind, Error)> {
+    seq: u64,
+) -> core::result::Result<(KBox<Site>, KVec<Field>), (ErrKind, Error)> {
     let mut args = KVec::new();
+    let mut fields = KVec::new();
     let mut fixed = 0;
     for (i, a) in d.args().enumerate() {
         let a = a.map_err(|e| (e.kind, EINVAL))?;
-        let arg = compile_arg(&a, i, fixed)?;
+        let (arg, field) = compile_arg(&a, i, fixed)?;
         fixed += arg.size;
         args.push(arg, GFP_KERNEL).map_err(enomem)?;
+        fields.push(field, GFP_KERNEL).map_err(enomem)?;
     }
     // A return probe lists the number of instances it got, the default
     // one too, as the kernel's does (`r10:` where no number was given).
@@ -177,38 +188,8 @@ pub(super) fn build(
             return Err((ErrKind::FailRegProbe, ENOMEM));
         }
     }
-    let mut fmt = KVec::new();
-    {
-        let mut w = VecWriter(&mut fmt, false);
-        let _ = if d.is_return {
-            w.write_str("\"(%lx <- %lx)")
-        } else {
-            w.write_str("\"(%lx)")
-        };
-        for a in args.iter() {
-            let n = text(&a.name);
-            let _ = write!(w, " {}={}", n, print_conv(a.ty));
-        }
-        let _ = if d.is_return {
-            w.write_str("\", REC->__probe_func, REC->__probe_ret_ip")
-        } else {
-            w.write_str("\", REC->__probe_ip")
-        };
-        for a in args.iter() {
-            let n = text(&a.name);
-            let _ = match a.ty {
-                Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
-                Type::Symbol => write!(w, ", (void *)REC->{}", n),
-                _ => write!(w, ", REC->{}", n),
-            };
-        }
-        let _ = w.write_str("\0");
-        if w.1 {
-            return Err((ErrKind::FailRegProbe, ENOMEM));
-        }
-    }
     let mut rp = KpKretprobe::new();
-    // A return event's `$argN`: saved at the entry, a word each.
+    // A return site's `$argN`: saved at the entry, a word each.
     let mut entry_args = KVec::new();
     if d.is_return {
         rp.maxactive = d.maxactive.map_or(0, |m| m as c_int);
@@ -226,23 +207,95 @@ pub(super) fn build(
             rp.data_size = entry_args.len() * core::mem::size_of::<u64>();
         }
     }
+    let site = KBox::new(
+        Site {
+            rp,
+            ev: core::ptr::null(),
+            def,
+            args,
+            entry_args,
+            hits: crate::percpu::Counter::new().map_err(enomem)?,
+            seq,
+        },
+        GFP_KERNEL,
+    )
+    .map_err(enomem)?;
+    Ok((site, fields))
+}
+
+/// Builds the event for `d` with the `fields` of its first site (no site
+/// yet, not registered with the trace core).
+pub(super) fn build_event(
+    d: &ProbeDef<'_>,
+    event: &str,
+    fields: KVec<Field>,
+) -> core::result::Result<KBox<Event>, (ErrKind, Error)> {
+    let mut fmt = KVec::new();
+    {
+        let mut w = VecWriter(&mut fmt, false);
+        let _ = if d.is_return {
+            w.write_str("\"(%lx <- %lx)")
+        } else {
+            w.write_str("\"(%lx)")
+        };
+        for a in fields.iter() {
+            let n = text(&a.name);
+            let _ = write!(w, " {}={}", n, print_conv(a.ty));
+        }
+        let _ = if d.is_return {
+            w.write_str("\", REC->__probe_func, REC->__probe_ret_ip")
+        } else {
+            w.write_str("\", REC->__probe_ip")
+        };
+        for a in fields.iter() {
+            let n = text(&a.name);
+            let _ = match a.ty {
+                Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
+                Type::Symbol => write!(w, ", (void *)REC->{}", n),
+                _ => write!(w, ", REC->{}", n),
+            };
+        }
+        let _ = w.write_str("\0");
+        if w.1 {
+            return Err((ErrKind::FailRegProbe, ENOMEM));
+        }
+    }
+    let fixed = fields.iter().map(|f| f.size).sum();
+    let mut sites = KVec::new();
+    sites.reserve(1, GFP_KERNEL).map_err(enomem)?;
     KBox::new(
         Event {
-            rp,
             is_return: d.is_return,
             tev: core::ptr::null_mut(),
             group: cstring(d.group.unwrap_or(default_group()).as_bytes()).map_err(enomem)?,
             name: cstring(event.as_bytes()).map_err(enomem)?,
             print_fmt: fmt,
-            def,
-            args,
+            fields,
             fixed,
-            entry_args,
-            hits: crate::percpu::Counter::new().map_err(enomem)?,
+            sites,
         },
         GFP_KERNEL,
     )
     .map_err(enomem)
+}
+
+/// Whether an appended site's fields differ from the event's, as the
+/// kernel's `trace_probe_compare_arg_type()`: `Some(k)` names the first
+/// argument (1-based) that differs in name or type, or one past the
+/// shorter list.
+pub(super) fn fields_differ(ev: &[Field], new: &[Field]) -> Option<usize> {
+    if new.len() != ev.len() {
+        return Some(new.len().min(ev.len()) + 1);
+    }
+    // The kernel compares fetch types: a bitfield is its container's.
+    let kind = |t: Type| match t {
+        Type::Bitfield { container, .. } => Type::Unsigned(container),
+        t => t,
+    };
+    ev.iter()
+        .zip(new.iter())
+        .position(|(a, b)| a.name != b.name || kind(a.ty) != kind(b.ty))
+        .map(|i| i + 1)
 }
 
 /// `[module:]name` as a C string in `buf`; `None` if it does not fit.
@@ -324,10 +377,11 @@ pub(super) fn within_notrace_func(addr: usize) -> bool {
     no_ftrace_site(base)
 }
 
-/// Registers the probe of `ev` (its address is final: boxed).
-pub(super) fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
+/// Registers the probe of `site` (its address is final: boxed), disarmed:
+/// armed when its event is enabled (`kp_ev_arm`).
+pub(super) fn register_probe(site: &mut Site, d: &ProbeDef<'_>) -> Result {
     let mut sym = [0u8; 256];
-    let kp = &mut ev.rp.kp;
+    let kp = &mut site.rp.kp;
     match d.location {
         ep::Location::Symbol {
             module,
@@ -343,37 +397,36 @@ pub(super) fn register_probe(ev: &mut Event, d: &ProbeDef<'_>) -> Result {
     // A register an entry served by ftrace does not have (arm64): the
     // breakpoint path instead.
     let partial = |op: &ep::Op<'_>| matches!(op, ep::Op::Reg(w) if !crate::arch::event_regs::valid_at_ftrace_entry(*w));
-    if !ev.is_return
+    if !d.is_return
         && d.args()
             .any(|a| a.is_ok_and(|a| a.program().iter().any(partial)))
     {
         kp.flags |= crate::abi::KP_FLAG_FULL_REGS;
     }
-    // Armed when enabled (`kp_ev_arm`).
     kp.flags |= crate::abi::KP_FLAG_DISABLED;
-    let r = if ev.is_return {
-        ev.rp.handler = Some(on_return);
-        // SAFETY: `ev` is boxed and stays registered until `remove`.
-        unsafe { crate::kretprobe::kp_register_kretprobe(&mut ev.rp) }
+    let r = if d.is_return {
+        site.rp.handler = Some(on_return);
+        // SAFETY: `site` is boxed and stays registered until removed.
+        unsafe { crate::kretprobe::kp_register_kretprobe(&mut site.rp) }
     } else {
         kp.pre_handler = Some(on_hit);
         // SAFETY: as above.
         unsafe { crate::registry::kp_register_kprobe(kp) }
     };
     // The name buffer is local; the engine keeps the resolved address.
-    ev.rp.kp.symbol_name = core::ptr::null();
+    site.rp.kp.symbol_name = core::ptr::null();
     if r < 0 {
         return Err(Error::from_errno(r));
     }
     Ok(())
 }
 
-pub(super) fn unregister_probe(ev: &mut Event) {
-    if ev.is_return {
+pub(super) fn unregister_probe(site: &mut Site, is_return: bool) {
+    if is_return {
         // SAFETY: registered by `register_probe`.
-        unsafe { crate::kretprobe::kp_unregister_kretprobe(&mut ev.rp) };
+        unsafe { crate::kretprobe::kp_unregister_kretprobe(&mut site.rp) };
     } else {
         // SAFETY: as above.
-        unsafe { crate::registry::kp_unregister_kprobe(&mut ev.rp.kp) };
+        unsafe { crate::registry::kp_unregister_kprobe(&mut site.rp.kp) };
     }
 }

@@ -4,35 +4,68 @@
 //! and the C entry points `kp_event_command()` / `kp_event_id()`.
 
 use super::*;
-use crate::event_parse::{self as ep, Command, ErrKind};
+use crate::event_parse::{self as ep, Command, ErrKind, ProbeDef};
 use core::fmt::Write;
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_long, c_void};
 use kernel::str::CStr;
 
-/// `kprobe_events` content: one canonical line per event.
-pub(crate) fn write_events(w: &mut impl Write) -> core::fmt::Result {
-    let mut g = Locked::lock();
-    for e in g.events().iter() {
-        writeln!(w, "{}", core::str::from_utf8(&e.def).unwrap_or("?"))?;
+/// Calls `f` with each site and its event, in definition order across
+/// the events (the kernel lists its `dyn_event`s so: a site appended to
+/// an older event comes after the events defined in between).
+fn for_each_site(
+    g: &mut Locked,
+    mut f: impl FnMut(&Event, &Site) -> core::fmt::Result,
+) -> core::fmt::Result {
+    let events = g.events();
+    let n = events.iter().map(|e| e.sites.len()).sum();
+    let mut order: KVec<(u64, usize, usize)> = KVec::new();
+    if order.reserve(n, GFP_KERNEL).is_ok() {
+        for (i, e) in events.iter().enumerate() {
+            for (k, s) in e.sites.iter().enumerate() {
+                let _ = order.push((s.seq, i, k), GFP_KERNEL);
+            }
+        }
+        order.sort_unstable();
+        for &(_, i, k) in order.iter() {
+            f(&events[i], &events[i].sites[k])?;
+        }
+    } else {
+        // Out of memory: event by event.
+        for e in events.iter() {
+            for s in e.sites.iter() {
+                f(e, s)?;
+            }
+        }
     }
     Ok(())
 }
 
-/// `kprobe_profile` content: event, hits, misses.
+/// `kprobe_events` content: one canonical line per site.
+pub(crate) fn write_events(w: &mut impl Write) -> core::fmt::Result {
+    let mut g = Locked::lock();
+    for_each_site(&mut g, |_, s| {
+        writeln!(w, "{}", core::str::from_utf8(&s.def).unwrap_or("?"))
+    })
+}
+
+/// `kprobe_profile` content: event, hits, misses; a line per site, as the
+/// kernel's.
 pub(crate) fn write_profile(w: &mut impl Write) -> core::fmt::Result {
     let mut g = Locked::lock();
-    for e in g.events().iter() {
+    for_each_site(&mut g, |e, s| {
         writeln!(
             w,
             "  {:<44} {:>15} {:>15}",
             e.name_str(),
-            e.hits.sum(),
-            e.nmissed()
-        )?;
-    }
-    Ok(())
+            s.hits.sum(),
+            s.nmissed(e.is_return)
+        )
+    })
 }
+
+/// Definition order of the sites.
+static SEQ: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// A fixed buffer `fmt::Write` that keeps a NUL after the text.
 pub(super) struct BufWriter<'a> {
@@ -94,7 +127,8 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
     }
 }
 
-/// Handles one line; errors are logged against `line`.
+/// Handles one line; errors are logged against `line` (a removal's are
+/// not logged, as the kernel's `dyn_event_release()` logs none).
 fn run_one(g: &mut Locked, line: &str) -> Result {
     let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
         log_error(g, line, kind, pos);
@@ -102,49 +136,28 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
     };
     let cmd = match ep::parse_line(line, REGS) {
         Ok(c) => c,
+        Err(e) if line.trim_start().starts_with('-') => {
+            return Err(Error::from_errno(-e.kind.errno()))
+        }
         Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.kind.errno())),
     };
     match cmd {
         Command::Empty => Ok(()),
-        Command::Remove { group, event } => {
-            // Without a group, the event of that name in every group, as
-            // the kernel's dyn_event_release() does (stopping at the first
-            // that cannot go).
-            let matches =
-                |e: &Event| e.name_str() == event && group.map_or(true, |g| e.group_str() == g);
-            if !g.events().iter().any(|e| matches(e)) {
-                return fail(g, ErrKind::NoSuchEvent, 2, ENOENT);
-            }
-            let mut r = Ok(());
-            while let Some(i) = g.events().iter().position(|e| matches(e)) {
-                r = remove_at(g, i);
-                if r.is_err() {
-                    break;
-                }
-            }
-            reset_buffers();
-            r
-        }
+        Command::Remove {
+            group,
+            event,
+            words,
+        } => remove(g, group, event, words),
         Command::Probe(mut d) => {
             // Without a group: this kernel's default (`default_group`),
             // in the event and in its listing line.
             d.group = Some(d.group.unwrap_or(default_group()));
-            // Room first: once registered, the event must not be dropped.
-            if g.events().reserve(1, GFP_KERNEL).is_err() {
-                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
-            }
             let mut buf = [0u8; ep::MAX_EVENT_NAME_LEN + 1];
             let event = match d.event {
                 Some(e) => e,
                 None => d.write_default_name(&mut buf),
             };
             let group = d.group.unwrap_or(default_group());
-            if g.events()
-                .iter()
-                .any(|e| e.name_str() == event && e.group_str() == group)
-            {
-                return fail(g, ErrKind::EventExist, 2, EEXIST);
-            }
             // The symbol first, as the kernel's validate_probe_symbol():
             // a name several functions share is refused (probe by address
             // then), an unknown one is an invalid symbol (EINVAL).
@@ -159,73 +172,267 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
                     _ => {}
                 }
             }
-            let mut ev = match build(&d, event) {
-                Ok(ev) => ev,
+            let seq = SEQ.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            let (site, fields) = match build_site(&d, seq) {
+                Ok(b) => b,
                 Err((k, e)) => return fail(g, k, d.location_pos, e),
             };
-            // The trace event first (not yet visible): the probe may fire
-            // as soon as it is registered, and records need the event.
-            let owner = (&mut *ev as *mut Event).cast::<c_void>();
-            // Without strings every record's arguments take the same bytes.
-            let fixed_args = if ev.args.iter().any(|a| a.ty.is_string()) {
-                -1
-            } else {
-                isize::try_from(ev.fixed).unwrap_or(-1)
+            // An event of that name: the line appends a site to it.
+            let r = match g
+                .events()
+                .iter()
+                .position(|e| e.name_str() == event && e.group_str() == group)
+            {
+                Some(i) => append(g, i, &d, site, &fields),
+                None => create(g, &d, event, site, fields),
             };
-            // SAFETY: the strings live in `ev`, which outlives the event.
-            ev.tev = unsafe {
-                kp_tev_create(
-                    owner,
-                    ev.group.as_ptr(),
-                    ev.name.as_ptr(),
-                    ev.print_fmt.as_mut_ptr(),
-                    ev.is_return,
-                    fixed_args,
-                )
-            };
-            if ev.tev.is_null() {
-                return fail(g, ErrKind::FailRegProbe, 0, ENOMEM);
+            match r {
+                Ok(()) => Ok(()),
+                // Past the last word, as the kernel's log puts it there.
+                Err((kind, PAST_END, e)) => fail(g, kind, line.trim_end().len() + 1, e),
+                Err((kind, pos, e)) => fail(g, kind, pos, e),
             }
-            if let Some(addr) = requested_address(&d).filter(|&a| within_notrace_func(a)) {
-                // SAFETY: never registered with the trace core.
-                unsafe { kp_tev_free(ev.tev) };
-                pr_warn!(
-                    "Could not probe notrace function {}\n",
-                    crate::symbols::Shown(addr)
-                );
-                return fail(g, ErrKind::FailRegProbe, d.location_pos, EINVAL);
-            }
-            if let Err(e) = register_probe(&mut ev, &d) {
-                // SAFETY: never registered with the trace core.
-                unsafe { kp_tev_free(ev.tev) };
-                let kind = if e == ENOENT {
-                    ErrKind::BadProbeAddr
-                } else if e.to_errno() == -(bindings::EILSEQ as i32) {
-                    ErrKind::BadInsnBndry
-                } else {
-                    ErrKind::FailRegProbe
-                };
-                return fail(g, kind, d.location_pos, e);
-            }
-            // SAFETY: a new event of ours.
-            let r = unsafe { kp_tev_register(ev.tev) };
-            if r != 0 {
-                unregister_probe(&mut ev);
-                // SAFETY: not registered with the trace core; the probe is
-                // gone (unregister waited for its handlers).
-                unsafe { kp_tev_free(ev.tev) };
-                // The caret at the line's start, as the kernel puts it.
-                let kind = if r == -(bindings::EEXIST as c_int) {
-                    ErrKind::EventExist
-                } else {
-                    ErrKind::FailRegProbe
-                };
-                return fail(g, kind, 0, Error::from_errno(r));
-            }
-            // Cannot fail: room was reserved above.
-            let _ = g.events().push(ev, GFP_KERNEL);
-            Ok(())
         }
+    }
+}
+
+/// Why a definition was refused: the error_log's message and position
+/// ([`PAST_END`]: after the line's last word), and the errno.
+type Refusal = (ErrKind, usize, Error);
+
+/// A [`Refusal`]'s position after the line's last word.
+const PAST_END: usize = usize::MAX;
+
+/// The refusal for a probe registration that failed with `e`.
+fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
+    let kind = if e == ENOENT {
+        ErrKind::BadProbeAddr
+    } else if e.to_errno() == -(bindings::EILSEQ as i32) {
+        ErrKind::BadInsnBndry
+    } else {
+        ErrKind::FailRegProbe
+    };
+    (kind, d.location_pos, e)
+}
+
+/// The kernel's notrace rule (`within_notrace_func()`), with its message.
+fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
+    if let Some(addr) = requested_address(d).filter(|&a| within_notrace_func(a)) {
+        pr_warn!(
+            "Could not probe notrace function {}\n",
+            crate::symbols::Shown(addr)
+        );
+        return Err((ErrKind::FailRegProbe, d.location_pos, EINVAL));
+    }
+    Ok(())
+}
+
+/// A new event with its first site.
+fn create(
+    g: &mut Locked,
+    d: &ProbeDef<'_>,
+    event: &str,
+    mut site: KBox<Site>,
+    fields: KVec<Field>,
+) -> core::result::Result<(), Refusal> {
+    // Room first: once registered, the event must not be dropped.
+    if g.events().reserve(1, GFP_KERNEL).is_err() {
+        return Err((ErrKind::FailRegProbe, 0, ENOMEM));
+    }
+    let mut ev = build_event(d, event, fields).map_err(|(k, e)| (k, 0, e))?;
+    // The trace event first (not yet visible): the probe may fire as soon
+    // as it is armed, and records need the event.
+    let owner = (&mut *ev as *mut Event).cast::<c_void>();
+    // Without strings every record's arguments take the same bytes.
+    let fixed_args = if ev.fields.iter().any(|a| a.ty.is_string()) {
+        -1
+    } else {
+        isize::try_from(ev.fixed).unwrap_or(-1)
+    };
+    // SAFETY: the strings live in `ev`, which outlives the event.
+    ev.tev = unsafe {
+        kp_tev_create(
+            owner,
+            ev.group.as_ptr(),
+            ev.name.as_ptr(),
+            ev.print_fmt.as_mut_ptr(),
+            ev.is_return,
+            fixed_args,
+        )
+    };
+    if ev.tev.is_null() {
+        return Err((ErrKind::FailRegProbe, 0, ENOMEM));
+    }
+    let undo = |ev: &mut Event| {
+        // SAFETY: never registered with the trace core.
+        unsafe { kp_tev_free(ev.tev) };
+    };
+    if let Err(r) = notrace_refused(d) {
+        undo(&mut ev);
+        return Err(r);
+    }
+    site.ev = &*ev;
+    // Cannot fail: `build_event` reserved room for it.
+    let _ = ev.sites.push(site, GFP_KERNEL);
+    let Some(first) = ev.sites.first_mut() else {
+        undo(&mut ev);
+        return Err((ErrKind::FailRegProbe, 0, ENOMEM));
+    };
+    if let Err(e) = register_probe(first, d) {
+        undo(&mut ev);
+        return Err(registration_refused(d, e));
+    }
+    // SAFETY: a new event of ours.
+    let r = unsafe { kp_tev_register(ev.tev) };
+    if r != 0 {
+        for s in ev.sites.iter_mut() {
+            unregister_probe(s, d.is_return);
+        }
+        // Not registered with the trace core; the probe is gone
+        // (unregister waited for its handlers).
+        undo(&mut ev);
+        // The caret at the line's start, as the kernel puts it.
+        let kind = if r == -(bindings::EEXIST as c_int) {
+            ErrKind::EventExist
+        } else {
+            ErrKind::FailRegProbe
+        };
+        return Err((kind, 0, Error::from_errno(r)));
+    }
+    // Cannot fail: room was reserved above.
+    let _ = g.events().push(ev, GFP_KERNEL);
+    Ok(())
+}
+
+/// Appends `site` to event `i`, as the kernel's `append_trace_kprobe()`:
+/// the same kind of probe, the same argument names and types, not a copy
+/// of a site it has; armed at once if the event is enabled.
+fn append(
+    g: &mut Locked,
+    i: usize,
+    d: &ProbeDef<'_>,
+    mut site: KBox<Site>,
+    fields: &[Field],
+) -> core::result::Result<(), Refusal> {
+    let Some(ev) = g.events().get_mut(i) else {
+        return Err((ErrKind::FailRegProbe, 0, ENOENT));
+    };
+    if ev.is_return != d.is_return {
+        return Err((ErrKind::DiffProbeType, 0, EEXIST));
+    }
+    if let Some(k) = fields_differ(&ev.fields, fields) {
+        // The kernel's caret: at the kth argument of the line, or past
+        // its end when the line has fewer.
+        let pos = d.arg_pos(k - 1).unwrap_or(PAST_END);
+        return Err((ErrKind::DiffArgType, pos, EEXIST));
+    }
+    if ev.sites.iter().any(|s| s.body() == site.body()) {
+        return Err((ErrKind::SameProbe, 0, EEXIST));
+    }
+    notrace_refused(d)?;
+    site.ev = &**ev;
+    register_probe(&mut site, d).map_err(|e| registration_refused(d, e))?;
+    // Under `event_mutex`: enabling and disabling the event walk the
+    // sites under it, and cannot come between the check and the arming.
+    let armed = {
+        let _l = SitesLock::lock();
+        let r = if ev.sites.reserve(1, GFP_KERNEL).is_err() {
+            -(bindings::ENOMEM as c_int)
+        // SAFETY: a registered event of ours.
+        } else if unsafe { kp_tev_enabled(ev.tev) } {
+            // SAFETY: a registered probe.
+            unsafe { crate::registry::kp_enable_kprobe(&mut site.rp.kp) }
+        } else {
+            0
+        };
+        if r == 0 {
+            // Cannot fail: room was reserved.
+            let _ = ev.sites.push(site, GFP_KERNEL);
+            Ok(())
+        } else {
+            Err((r, site))
+        }
+    };
+    match armed {
+        Ok(()) => Ok(()),
+        Err((r, mut site)) => {
+            unregister_probe(&mut site, d.is_return);
+            Err((ErrKind::FailRegProbe, 0, Error::from_errno(r)))
+        }
+    }
+}
+
+/// Whether a site's definition (location and arguments) starts with the
+/// `words` of a removal, as the kernel's `trace_kprobe_match_command_head()`
+/// compares them (none: every site).
+fn words_match(body: &[u8], words: &str) -> bool {
+    let mut have = body.split(|&c| c == b' ').filter(|w| !w.is_empty());
+    words
+        .split_ascii_whitespace()
+        .all(|w| have.next() == Some(w.as_bytes()))
+}
+
+/// `-:[GRP/]EVENT [LOCATION [ARGS]]`: removes the matching sites; an event
+/// that loses them all goes (`-EBUSY`, and it stays whole, while it is
+/// enabled or open: the kernel would take its other sites first). A site
+/// of an event that keeps others goes even while the event is enabled, as
+/// in the kernel. `-ENOENT` if nothing matched.
+fn remove(g: &mut Locked, group: Option<&str>, event: &str, words: &str) -> Result {
+    let ev_matches = |e: &Event| {
+        (event.is_empty() || e.name_str() == event) && group.map_or(true, |g| e.group_str() == g)
+    };
+    let mut found = false;
+    let mut r = Ok(());
+    let mut i = 0;
+    while i < g.events().len() {
+        let ev = &mut g.events()[i];
+        let n = if ev_matches(ev) {
+            ev.sites
+                .iter()
+                .filter(|s| words_match(s.body(), words))
+                .count()
+        } else {
+            0
+        };
+        if n == 0 {
+            i += 1;
+            continue;
+        }
+        found = true;
+        if n == ev.sites.len() {
+            r = remove_at(g, i);
+            if r.is_err() {
+                break;
+            }
+            continue;
+        }
+        while let Some(k) = ev.sites.iter().position(|s| words_match(s.body(), words)) {
+            let mut site = {
+                let _l = SitesLock::lock();
+                take_at(&mut ev.sites, k)
+            };
+            unregister_probe(&mut site, ev.is_return);
+        }
+        i += 1;
+    }
+    reset_buffers();
+    if !found {
+        return Err(ENOENT);
+    }
+    r
+}
+
+/// Takes element `i` out of `v`, keeping the order (KVec of 6.12 has no
+/// `remove`).
+fn take_at<T>(v: &mut KVec<T>, i: usize) -> T {
+    v.as_mut_slice()[i..].rotate_left(1);
+    let last = v.len() - 1;
+    // SAFETY: the element at `last` is read out exactly once and the length
+    // shrinks past it, so it is neither used nor dropped again.
+    unsafe {
+        let p = v.as_mut_ptr().add(last);
+        v.set_len(last);
+        p.read()
     }
 }
 
@@ -242,7 +449,7 @@ fn count_symbol(module: Option<&str>, name: &str) -> Option<usize> {
     Some(crate::symbols::count_named(module, name))
 }
 
-/// Removes event `i`: `-EBUSY` while it is enabled.
+/// Removes event `i` with its sites: `-EBUSY` while it is enabled.
 pub(super) fn remove_at(g: &mut Locked, i: usize) -> Result {
     let events = g.events();
     let Some(ev) = events.get_mut(i) else {
@@ -253,20 +460,14 @@ pub(super) fn remove_at(g: &mut Locked, i: usize) -> Result {
     if r != 0 {
         return Err(Error::from_errno(r));
     }
-    unregister_probe(ev);
+    // Unregistered: nothing arms or disarms the sites any more.
+    let is_return = ev.is_return;
+    for s in ev.sites.iter_mut() {
+        unregister_probe(s, is_return);
+    }
     // SAFETY: unregistered above; no handler runs any more.
     unsafe { kp_tev_free(ev.tev) };
-    // Remove element `i`, keeping the order (KVec of 6.12 has no `remove`).
-    events.as_mut_slice()[i..].rotate_left(1);
-    let last = events.len() - 1;
-    // SAFETY: the element at `last` is read out exactly once and the length
-    // shrinks past it, so it is neither used nor dropped again.
-    let gone = unsafe {
-        let p = events.as_mut_ptr().add(last);
-        events.set_len(last);
-        p.read()
-    };
-    drop(gone);
+    drop(take_at(events, i));
     Ok(())
 }
 

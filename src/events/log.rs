@@ -191,7 +191,8 @@ pub(crate) fn write_error_log(w: &mut impl Write) -> core::fmt::Result {
             w,
             "           {:>width$}",
             "^",
-            width = e.pos.min(e.cmd_len) + 1
+            // One past the command: the kernel's "after the last word".
+            width = e.pos.min(e.cmd_len + 1) + 1
         )?;
     }
     Ok(())

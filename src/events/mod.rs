@@ -75,6 +75,7 @@ extern "C" {
     fn kp_tev_id(t: *mut c_void) -> c_int;
     fn kp_tev_record(
         t: *mut c_void,
+        site: *const c_void,
         regs: *mut pt_regs,
         ip: usize,
         ret_ip: usize,
@@ -109,10 +110,8 @@ pub(super) fn head_size(is_return: bool) -> usize {
 /// `@SYM` resolved to an [`Op::Addr`] (so nothing borrows the line).
 pub(super) type COp = Op<'static>;
 
-/// A compiled fetch argument.
+/// A compiled fetch argument of one site.
 pub(super) struct Arg {
-    /// NUL-terminated.
-    pub(super) name: KVec<u8>,
     pub(super) ops: [COp; ep::MAX_OPS],
     pub(super) nops: usize,
     pub(super) ty: Type,
@@ -127,26 +126,74 @@ pub(super) struct Arg {
     pub(super) reg: Option<u16>,
 }
 
-/// One event. `rp` comes first so that the engine's probe pointer is the
-/// event's (`#[repr(C)]`); a plain probe uses `rp.kp`.
+/// A field of an event's records: the same at every site of the event
+/// (an appended site must have the same names and types).
+pub(super) struct Field {
+    /// NUL-terminated.
+    pub(super) name: KVec<u8>,
+    pub(super) ty: Type,
+    /// Offset after the head.
+    pub(super) offset: usize,
+    /// Bytes in the fixed part.
+    pub(super) size: usize,
+}
+
+/// One probed place of an event, one line of `kprobe_events` (the kernel's
+/// `trace_kprobe`): a second `p:GRP/EVENT` line appends one (perf does,
+/// for each inlined copy of a function). `rp` comes first so that the
+/// engine's probe pointer is the site's (`#[repr(C)]`); a plain probe uses
+/// `rp.kp`.
 #[repr(C)]
-pub(crate) struct Event {
+pub(crate) struct Site {
     pub(super) rp: KpKretprobe,
+    /// The event (boxed, outlives its sites).
+    pub(super) ev: *const Event,
+    /// The canonical definition line (no NUL).
+    pub(super) def: KVec<u8>,
+    /// This site's fetch programs, laid out as the event's fields.
+    pub(super) args: KVec<Arg>,
+    /// A return site's `$argN` numbers (0-based, distinct), saved at the
+    /// function's entry in this order, a word each (the kretprobe's data).
+    pub(super) entry_args: KVec<u32>,
+    pub(super) hits: crate::percpu::Counter,
+    /// Definition order across every event (the listing's).
+    pub(super) seq: u64,
+}
+
+impl Site {
+    /// The definition after the `p:GRP/EVENT` word: location and
+    /// arguments, as the kernel compares and matches them.
+    fn body(&self) -> &[u8] {
+        match self.def.iter().position(|&c| c == b' ') {
+            Some(i) => &self.def[i + 1..],
+            None => &[],
+        }
+    }
+
+    fn nmissed(&self, is_return: bool) -> usize {
+        if is_return {
+            self.rp.nmissed.max(0) as usize
+        } else {
+            self.rp.kp.nmissed
+        }
+    }
+}
+
+/// One event: a trace event and the sites that record it.
+pub(crate) struct Event {
     pub(super) is_return: bool,
     pub(super) tev: *mut c_void,
     /// NUL-terminated group and event names and print format.
     pub(super) group: KVec<u8>,
     pub(super) name: KVec<u8>,
     pub(super) print_fmt: KVec<u8>,
-    /// The canonical definition line (no NUL).
-    pub(super) def: KVec<u8>,
-    pub(super) args: KVec<Arg>,
+    pub(super) fields: KVec<Field>,
     /// Size of the arguments' fixed part.
     pub(super) fixed: usize,
-    /// A return event's `$argN` numbers (0-based, distinct), saved at the
-    /// function's entry in this order, a word each (the kretprobe's data).
-    pub(super) entry_args: KVec<u32>,
-    pub(super) hits: crate::percpu::Counter,
+    /// Changed under both the events mutex and the trace core's
+    /// `event_mutex` (see [`SitesLock`]): the listing reads them under the
+    /// first, arming at enable (`kp_ev_arm`) under the second.
+    pub(super) sites: KVec<KBox<Site>>,
 }
 
 impl Event {
@@ -157,13 +204,30 @@ impl Event {
     fn group_str(&self) -> &str {
         text(&self.group)
     }
+}
 
-    fn nmissed(&self) -> usize {
-        if self.is_return {
-            self.rp.nmissed.max(0) as usize
-        } else {
-            self.rp.kp.nmissed
-        }
+extern "C" {
+    fn kp_events_event_lock();
+    fn kp_events_event_unlock();
+}
+
+/// The trace core's `event_mutex`, held while an event's sites change
+/// (taken inside the events mutex, the order registration has too).
+pub(super) struct SitesLock;
+
+impl SitesLock {
+    pub(super) fn lock() -> Self {
+        // SAFETY: a mutex of the kernel's (or nothing, where it was not
+        // found: then no event exists).
+        unsafe { kp_events_event_lock() };
+        SitesLock
+    }
+}
+
+impl Drop for SitesLock {
+    fn drop(&mut self) {
+        // SAFETY: taken in `lock`.
+        unsafe { kp_events_event_unlock() };
     }
 }
 

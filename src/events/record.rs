@@ -14,17 +14,17 @@ use kernel::ffi::{c_char, c_int, c_void};
 ///
 /// # Safety
 ///
-/// `owner` is a live event, `regs` the trap frame.
+/// `site` is a live site, `regs` the trap frame.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_args_size(
-    owner: *mut c_void,
+    site: *const c_void,
     regs: *mut pt_regs,
     edata: *const c_void,
 ) -> usize {
     // SAFETY: per the function's contract.
-    let (ev, hit) = unsafe { hit_of(owner, regs, edata) };
-    let mut total = ev.fixed;
-    let mut strings = ev.args.iter().filter(|a| a.ty.is_string()).peekable();
+    let (site, fixed, hit) = unsafe { hit_of(site, regs, edata) };
+    let mut total = fixed;
+    let mut strings = site.args.iter().filter(|a| a.ty.is_string()).peekable();
     if strings.peek().is_none() {
         // No string: no scratch buffer to clear on every hit.
         return total;
@@ -36,20 +36,23 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
     total
 }
 
-/// The event and what its fetch programs read at this hit.
+/// The site, its event's fixed size and what its fetch programs read at
+/// this hit.
 ///
 /// # Safety
 ///
-/// `owner` is a live event, `regs` the trap frame, `edata` NULL or (a
-/// return probe's) the data its entry handler saved for this call.
+/// `site` is a live site, `regs` the trap frame, `edata` NULL or (a return
+/// probe's) the data its entry handler saved for this call.
 unsafe fn hit_of<'a>(
-    owner: *mut c_void,
+    site: *const c_void,
     regs: *mut pt_regs,
     edata: *const c_void,
-) -> (&'a Event, Hit<'a>) {
-    // SAFETY: per the function's contract.
-    let (ev, regs) = unsafe { (&*owner.cast::<Event>(), &*regs) };
-    let args = &ev.entry_args[..];
+) -> (&'a Site, usize, Hit<'a>) {
+    // SAFETY: per the function's contract; a site's event outlives it.
+    let (site, regs) = unsafe { (&*site.cast::<Site>(), &*regs) };
+    // SAFETY: as above.
+    let fixed = unsafe { (*site.ev).fixed };
+    let args = &site.entry_args[..];
     let saved = if edata.is_null() || args.is_empty() {
         (&[][..], &[][..])
     } else {
@@ -59,7 +62,7 @@ unsafe fn hit_of<'a>(
             core::slice::from_raw_parts(edata.cast::<u64>(), args.len())
         })
     };
-    (ev, Hit { regs, saved })
+    (site, fixed, Hit { regs, saved })
 }
 
 /// C callback: fills the arguments of a reserved record of `size` bytes
@@ -67,11 +70,11 @@ unsafe fn hit_of<'a>(
 ///
 /// # Safety
 ///
-/// `owner` is a live event, `regs` the trap frame, `edata` as for
+/// `site` is a live site, `regs` the trap frame, `edata` as for
 /// `kp_tev_record()`, `entry` a reserved record of `head + size` bytes.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_store_args(
-    owner: *mut c_void,
+    site: *const c_void,
     regs: *mut pt_regs,
     edata: *const c_void,
     entry: *mut u8,
@@ -79,11 +82,11 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
     size: usize,
 ) {
     // SAFETY: per the function's contract.
-    let (ev, hit) = unsafe { hit_of(owner, regs, edata) };
+    let (site, fixed, hit) = unsafe { hit_of(site, regs, edata) };
     // SAFETY: the record has `head + size` bytes.
     let body = unsafe { core::slice::from_raw_parts_mut(entry.add(head), size) };
-    let mut dyn_at = ev.fixed.min(size);
-    for a in ev.args.iter() {
+    let mut dyn_at = fixed.min(size);
+    for a in site.args.iter() {
         let Some(field) = body.get_mut(a.offset..a.offset + a.size) else {
             continue;
         };
@@ -135,27 +138,43 @@ pub(crate) unsafe extern "C" fn kp_ev_name(owner: *mut c_void) -> *const c_char 
 }
 
 /// C callback (the trace event's `reg`, under `event_mutex`): arms the
-/// event's probe when its first user (a trace instance or a perf event)
-/// enables it, and disarms it when the last one goes, as the kernel's
+/// event's probes when its first user (a trace instance or a perf event)
+/// enables it, and disarms them when the last one goes, as the kernel's
 /// kprobe events do: a defined event costs nothing until it is enabled.
-/// 0 or `-errno`.
+/// All or none: 0, or `-errno` with every site as it was.
 ///
 /// # Safety
 ///
 /// `owner` is a live, registered event.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_arm(owner: *mut c_void, on: bool) -> c_int {
-    // SAFETY: per the function's contract; the probe stays registered
-    // while the event exists (removal needs it disabled: -EBUSY).
-    let kp = unsafe { &mut (*owner.cast::<Event>()).rp.kp };
-    // SAFETY: a registered probe.
-    unsafe {
-        if on {
-            crate::registry::kp_enable_kprobe(kp)
-        } else {
-            crate::registry::kp_disable_kprobe(kp)
+    // SAFETY: per the function's contract. The sites change only under
+    // `event_mutex` too (`SitesLock`), which the caller holds; each
+    // probe stays registered while its site is on the list. No `&mut` to
+    // the event or a site: hits read them meanwhile.
+    let sites = unsafe { &(*owner.cast::<Event>()).sites };
+    let set = |site: &KBox<Site>, on: bool| {
+        let kp = core::ptr::addr_of!(site.rp.kp).cast_mut();
+        // SAFETY: a registered probe; the engine changes it under its own
+        // lock, as for any client's probe.
+        unsafe {
+            if on {
+                crate::registry::kp_enable_kprobe(kp)
+            } else {
+                crate::registry::kp_disable_kprobe(kp)
+            }
+        }
+    };
+    for (i, site) in sites.iter().enumerate() {
+        let r = set(site, on);
+        if r != 0 && on {
+            for s in sites.iter().take(i) {
+                set(s, false);
+            }
+            return r;
         }
     }
+    0
 }
 
 /// C callback: ` name=value` for each argument of the record `entry`.
@@ -181,7 +200,7 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
     let size = usize::try_from(size).unwrap_or(0);
     // SAFETY: the trace core hands us the whole record of `size` bytes.
     let rec = unsafe { core::slice::from_raw_parts(entry, size) };
-    for a in ev.args.iter() {
+    for a in ev.fields.iter() {
         let mut buf = [0u8; MAX_STRING + 64];
         let mut w = BufWriter::new(&mut buf);
         let name = text(&a.name);
@@ -256,7 +275,7 @@ pub(crate) unsafe extern "C" fn kp_ev_define_fields(
     // SAFETY: per the function's contract.
     let ev = unsafe { &*owner.cast::<Event>() };
     let head = head_size(ev.is_return);
-    for a in ev.args.iter() {
+    for a in ev.fields.iter() {
         let (ty, size, signed) = field_type(a.ty);
         // SAFETY: NUL-terminated strings that live as long as the event.
         let r = unsafe {
@@ -281,33 +300,44 @@ pub(crate) unsafe extern "C" fn kp_ev_define_fields(
 ///
 /// # Safety
 ///
-/// Called by the engine with an event's probe.
+/// Called by the engine with a site's probe.
 pub(super) unsafe extern "C" fn on_hit(p: *mut KpKprobe, regs: *mut pt_regs) -> c_int {
-    // SAFETY: `p` is the first field of a live `Event` (`#[repr(C)]`).
-    let ev = unsafe { &*p.cast::<Event>() };
-    ev.hits.inc();
+    // SAFETY: `p` is the first field of a live `Site` (`#[repr(C)]`),
+    // whose event outlives it.
+    let (site, tev) = unsafe { (&*p.cast::<Site>(), (*(*p.cast::<Site>()).ev).tev) };
+    site.hits.inc();
     // SAFETY: a registered event; `regs` is the trap frame.
-    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, 0, core::ptr::null()) };
+    unsafe {
+        kp_tev_record(
+            tev,
+            (site as *const Site).cast(),
+            regs,
+            site.rp.kp.addr as usize,
+            0,
+            core::ptr::null(),
+        )
+    };
     0
 }
 
-/// A return event's entry handler: saves the `$argN` values its arguments
+/// A return site's entry handler: saves the `$argN` values its arguments
 /// read, at the function's entry (the kernel's `store_trace_entry_data()`).
 ///
 /// # Safety
 ///
-/// Called by the engine with an instance of an event's kretprobe, whose
+/// Called by the engine with an instance of a site's kretprobe, whose
 /// `data_size` holds a word per saved argument.
 pub(super) unsafe extern "C" fn on_entry(
     ri: *mut KpKretprobeInstance,
     regs: *mut pt_regs,
 ) -> c_int {
-    // SAFETY: `rp` is the first field of a live `Event`; `regs` the frame.
-    let (ev, regs) = unsafe { (&*(*ri).rp.cast::<Event>(), &*regs) };
+    // SAFETY: `rp` is the first field of a live `Site`; `regs` the frame.
+    let (site, regs) = unsafe { (&*(*ri).rp.cast::<Site>(), &*regs) };
     // SAFETY: `data_size` is a word per saved argument, 8-byte aligned.
-    let data =
-        unsafe { core::slice::from_raw_parts_mut((*ri).data().cast::<u64>(), ev.entry_args.len()) };
-    for (d, &k) in data.iter_mut().zip(ev.entry_args.iter()) {
+    let data = unsafe {
+        core::slice::from_raw_parts_mut((*ri).data().cast::<u64>(), site.entry_args.len())
+    };
+    for (d, &k) in data.iter_mut().zip(site.entry_args.iter()) {
         *d = fetch::arg_value(regs, k).unwrap_or(0);
     }
     0
@@ -317,22 +347,32 @@ pub(super) unsafe extern "C" fn on_entry(
 ///
 /// # Safety
 ///
-/// Called by the engine with an instance of an event's kretprobe.
+/// Called by the engine with an instance of a site's kretprobe.
 pub(super) unsafe extern "C" fn on_return(
     ri: *mut KpKretprobeInstance,
     regs: *mut pt_regs,
 ) -> c_int {
-    // SAFETY: `rp` is the first field of a live `Event`.
-    let (ev, ret) = unsafe { (&*(*ri).rp.cast::<Event>(), (*ri).ret_addr) };
-    ev.hits.inc();
+    // SAFETY: `rp` is the first field of a live `Site`, whose event
+    // outlives it.
+    let (site, ret) = unsafe { (&*(*ri).rp.cast::<Site>(), (*ri).ret_addr) };
+    site.hits.inc();
     // What the entry handler saved (if it is there: none without `$argN`).
-    let edata = if ev.entry_args.is_empty() {
+    let edata = if site.entry_args.is_empty() {
         core::ptr::null()
     } else {
         // SAFETY: the instance is live while its return handler runs.
         unsafe { (*ri).data().cast_const().cast() }
     };
     // SAFETY: as in `on_hit`.
-    unsafe { kp_tev_record(ev.tev, regs, ev.rp.kp.addr as usize, ret, edata) };
+    unsafe {
+        kp_tev_record(
+            (*site.ev).tev,
+            (site as *const Site).cast(),
+            regs,
+            site.rp.kp.addr as usize,
+            ret,
+            edata,
+        )
+    };
     0
 }
