@@ -109,6 +109,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_ftracetest
 	run_events_bpf
 	run_events_listing_vs_kernel
+	run_events_types_vs_kernel
 	run_events_retprobe_args_vs_kernel
 	run_events_stress
 	run_events_write_chunks

@@ -125,8 +125,14 @@ pub enum ErrKind {
     NeedStringType,
     /// `$argN` on a probe that is not at a function entry or exit.
     NoFentryArgs,
-    /// `[N]` array types.
-    ArrayUnsupported,
+    /// `TYPE[N` without the `]`.
+    ArrayNoClose,
+    /// Something after the `]`.
+    BadArraySuffix,
+    /// `[N]` with N not a number above 0.
+    BadArrayNum,
+    /// `[N]` above [`MAX_ARRAY_LEN`].
+    ArrayTooBig,
     /// The group/event name is taken.
     EventExist,
     /// The engine refused the probe.
@@ -186,7 +192,10 @@ impl ErrKind {
             TooManyArgs => "Too many arguments are specified",
             NeedStringType => "$comm and immediate-string only accepts string type",
             NoFentryArgs => "$arg* can be used only on function entry or exit",
-            ArrayUnsupported => "Array types are not supported (yet)",
+            ArrayNoClose => "Array is not closed",
+            BadArraySuffix => "Array has wrong suffix",
+            BadArrayNum => "Invalid array size",
+            ArrayTooBig => "Array number is too big",
             EventExist => "Given group/event name is already used by another event",
             FailRegProbe => "Failed to register probe event",
             BadInsnBndry => "Probe point is not an instruction boundary",
@@ -409,6 +418,11 @@ pub struct FetchArg<'a> {
     pub nops: u8,
     /// The type (default `x64`, or `string` for `$comm`).
     pub ty: Type,
+    /// `TYPE[N]`: an array of N values read one after the other from the
+    /// memory the program's last dereference reads, or for strings N
+    /// pointers there, each to a string (the kernel's reading); 0: one
+    /// value.
+    pub count: u8,
 }
 
 impl<'a> FetchArg<'a> {
@@ -940,10 +954,34 @@ struct ArgCtx {
     regs: &'static RegTable,
 }
 
-fn parse_type(s: &str, pos: usize) -> Res<Type> {
-    if s.contains('[') {
-        return err(ErrKind::ArrayUnsupported, pos);
+/// The most elements of an array type (the kernel's `MAX_ARRAY_LEN`).
+pub const MAX_ARRAY_LEN: u32 = 64;
+
+/// `TYPE[N]`: the type's text and N (0: not an array), with the kernel's
+/// errors and positions (`pos`: where the type starts).
+fn split_array(s: &str, pos: usize) -> Res<(&str, u8)> {
+    let Some(open) = s.find('[') else {
+        return Ok((s, 0));
+    };
+    let inner = from(s, past(0, open));
+    let npos = past(pos, open);
+    let Some(close) = inner.find(']') else {
+        return err(ErrKind::ArrayNoClose, add(pos, s.len()));
+    };
+    if past(0, close) < inner.len() {
+        return err(ErrKind::BadArraySuffix, add(npos, past(0, close)));
     }
+    let n = parse_u64(sub(inner, 0, close)).filter(|&n| n != 0);
+    let Some(n) = n.and_then(|n| u32::try_from(n).ok()) else {
+        return err(ErrKind::BadArrayNum, npos);
+    };
+    if n > MAX_ARRAY_LEN {
+        return err(ErrKind::ArrayTooBig, npos);
+    }
+    Ok((sub(s, 0, open), n as u8))
+}
+
+fn parse_type(s: &str, pos: usize) -> Res<Type> {
     let size = |bits: &str| match bits {
         "8" => Some(1),
         "16" => Some(2),
@@ -1027,25 +1065,29 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let mut nops = 0u8;
     parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
     let base = ops[0];
-    let ty = match ty {
+    let last_is_deref = matches!(
+        ops.get(usize::from(nops).wrapping_sub(1)),
+        Some(Op::Deref { .. })
+    );
+    let (ty, count) = match ty {
         Some((t, tpos)) => {
-            let t = parse_type(t, tpos)?;
-            if base == Op::Comm && t != Type::String {
+            let (t, count) = split_array(t, tpos)?;
+            if base == Op::Comm && (count != 0 || t != "string") {
                 return err(ErrKind::NeedStringType, tpos);
             }
-            if matches!(t, Type::String | Type::UString)
-                && base != Op::Comm
-                && !matches!(
-                    ops.get(usize::from(nops).wrapping_sub(1)),
-                    Some(Op::Deref { .. })
-                )
-            {
+            let t = parse_type(t, tpos)?;
+            if matches!(t, Type::String | Type::UString) && base != Op::Comm && !last_is_deref {
                 return err(ErrKind::BadString, tpos);
             }
-            t
+            // An array is read from memory: its values, or its string
+            // pointers (as the kernel's finalize_fetch_insn()).
+            if count != 0 && (t == Type::SymStr || !last_is_deref) {
+                return err(ErrKind::BadString, tpos);
+            }
+            (t, count)
         }
-        None if base == Op::Comm => Type::String,
-        None => Type::Hex(8),
+        None if base == Op::Comm => (Type::String, 0),
+        None => (Type::Hex(8), 0),
     };
     Ok(FetchArg {
         name,
@@ -1053,6 +1095,7 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
         ops,
         nops,
         ty,
+        count,
     })
 }
 

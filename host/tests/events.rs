@@ -21,6 +21,25 @@ fn args<'a>(d: &ProbeDef<'a>) -> Vec<kprobes_logic::event_parse::FetchArg<'a>> {
 
 #[test]
 fn documentation_examples() {
+    // Arrays (kprobetrace.rst, "Types"): N values from memory, or N
+    // string pointers; the edges 1 and 64 (MAX_ARRAY_LEN), any base.
+    let d = probe(
+        "p do_sys_open a=+0(%di):u8[4] b=+8(%si):string[0x2] c=+0(%di):x64[64] d=+0(%di):char[01]",
+    );
+    let a = args(&d);
+    assert_eq!((a[0].ty, a[0].count), (Type::Unsigned(1), 4));
+    assert_eq!((a[1].ty, a[1].count), (Type::String, 2));
+    assert_eq!((a[2].ty, a[2].count), (Type::Hex(8), 64));
+    assert_eq!((a[3].ty, a[3].count), (Type::Char, 1));
+    assert_eq!(
+        probe("p do_sys_open a=%di")
+            .args()
+            .next()
+            .unwrap()
+            .unwrap()
+            .count,
+        0
+    );
     // Documentation/trace/kprobetrace.rst, "Usage examples".
     let d = probe("p:myprobe do_sys_open dfd=%ax filename=%dx flags=%cx mode=+4($stack)");
     assert!(!d.is_return);
@@ -340,7 +359,19 @@ fn errors_with_positions() {
         ("p do_sys_open __probe_ip=%di", UsedArgName, 14),
         ("p do_sys_open __probe_func=%di", UsedArgName, 14),
         ("p do_sys_open common_preempt_count=%di", UsedArgName, 14),
-        ("p do_sys_open a=%di:x8[4]", ArrayUnsupported, 20),
+        // Arrays, the kernel's kprobe_syntax_errors.tc cases first.
+        ("p vfs_read +0(@11):u8[10", ArrayNoClose, 24),
+        ("p vfs_read +0(@11):u8[10]a", BadArraySuffix, 25),
+        ("p vfs_read +0(@11):u8[10a]", BadArrayNum, 22),
+        ("p vfs_read +0(@11):u8[256]", ArrayTooBig, 22),
+        ("p vfs_read +0(@11):u8[65]", ArrayTooBig, 22),
+        ("p vfs_read +0(@11):u8[0]", BadArrayNum, 22),
+        ("p vfs_read +0(@11):u8[4294967297]", BadArrayNum, 22),
+        ("p vfs_read +0(@11):u8[]", BadArrayNum, 22),
+        // Read from memory only; `$comm` is one string.
+        ("p do_sys_open a=%di:x8[4]", BadString, 20),
+        ("p do_sys_open a=$comm:string[2]", NeedStringType, 22),
+        ("p do_sys_open a=+0(%di):symstr[2]", BadString, 24),
         (
             "p do_sys_open a=+0(+0(+0(+0(+0(+0(+0(+0(%di))))))))",
             TooManyOps,

@@ -37,32 +37,33 @@ impl Write for VecWriter<'_> {
     }
 }
 
-/// The field's C type, size and signedness for `trace_define_field`.
-pub(super) fn field_type(t: Type) -> (&'static core::ffi::CStr, usize, bool) {
+/// The field's C type, size and signedness for `trace_define_field`, as
+/// the kernel's fetch types declare them (one element of an array).
+pub(super) fn field_type(t: Type) -> (&'static str, usize, bool) {
     match t {
         Type::Unsigned(n) | Type::Hex(n) | Type::Bitfield { container: n, .. } => (
             match n {
-                1 => c"u8",
-                2 => c"u16",
-                4 => c"u32",
-                _ => c"u64",
+                1 => "u8",
+                2 => "u16",
+                4 => "u32",
+                _ => "u64",
             },
             usize::from(n),
             false,
         ),
         Type::Signed(n) => (
             match n {
-                1 => c"s8",
-                2 => c"s16",
-                4 => c"s32",
-                _ => c"s64",
+                1 => "s8",
+                2 => "s16",
+                4 => "s32",
+                _ => "s64",
             },
             usize::from(n),
             true,
         ),
-        Type::Char => (c"char", 1, false),
-        Type::Symbol => (c"unsigned long", 8, false),
-        Type::String | Type::UString | Type::SymStr => (c"__data_loc char[]", 4, false),
+        Type::Char => ("u8", 1, false),
+        Type::Symbol => ("u64", 8, false),
+        Type::String | Type::UString | Type::SymStr => ("__data_loc char[]", 4, true),
     }
 }
 
@@ -133,24 +134,39 @@ pub(super) fn compile_arg(
     }
     let nops = a.program().len();
     let reg = match (nops, ops.first(), a.ty) {
+        _ if a.count != 0 => None,
         (_, _, Type::Bitfield { .. }) => None,
         (_, _, t) if t.is_string() => None,
         (1, Some(&COp::Reg(r)), _) => Some(r),
         _ => None,
     };
-    let size = field_type(a.ty).1;
+    let (c_type, esize, _) = field_type(a.ty);
+    let size = esize * usize::from(a.count.max(1));
+    let mut ty_buf = KVec::new();
+    let mut w = VecWriter(&mut ty_buf, false);
+    let _ = w.write_str(c_type);
+    if a.count != 0 {
+        let _ = write!(w, "[{}]", a.count);
+    }
+    let _ = w.write_str("\0");
+    if w.1 {
+        return Err((ErrKind::FailRegProbe, ENOMEM));
+    }
     Ok((
         Arg {
             ops,
             nops,
             ty: a.ty,
+            count: a.count,
             offset,
             size,
             reg,
         },
         Field {
             name,
+            c_type: ty_buf,
             ty: a.ty,
+            count: a.count,
             offset,
             size,
         },
@@ -238,9 +254,21 @@ pub(super) fn build_event(
         } else {
             w.write_str("\"(%lx)")
         };
+        // As the kernel's __set_print_fmt(): an array's elements in
+        // braces, each its own argument.
         for a in fields.iter() {
             let n = text(&a.name);
-            let _ = write!(w, " {}={}", n, print_conv(a.ty));
+            let conv = print_conv(a.ty);
+            let _ = write!(w, " {}=", n);
+            if a.count == 0 {
+                let _ = w.write_str(conv);
+            } else {
+                let _ = write!(w, "{{{}", conv);
+                for _ in 1..a.count {
+                    let _ = write!(w, ",{}", conv);
+                }
+                let _ = w.write_str("}");
+            }
         }
         let _ = if d.is_return {
             w.write_str("\", REC->__probe_func, REC->__probe_ret_ip")
@@ -249,11 +277,21 @@ pub(super) fn build_event(
         };
         for a in fields.iter() {
             let n = text(&a.name);
-            let _ = match a.ty {
-                Type::String | Type::UString | Type::SymStr => write!(w, ", __get_str({})", n),
-                Type::Symbol => write!(w, ", (void *)REC->{}", n),
-                _ => write!(w, ", REC->{}", n),
-            };
+            let string = matches!(a.ty, Type::String | Type::UString | Type::SymStr);
+            if a.count == 0 {
+                let _ = if string {
+                    write!(w, ", __get_str({})", n)
+                } else {
+                    write!(w, ", REC->{}", n)
+                };
+            }
+            for j in 0..a.count {
+                let _ = if string {
+                    write!(w, ", __get_str({}[{}])", n, j)
+                } else {
+                    write!(w, ", REC->{}[{}]", n, j)
+                };
+            }
         }
         let _ = w.write_str("\0");
         if w.1 {
@@ -294,7 +332,7 @@ pub(super) fn fields_differ(ev: &[Field], new: &[Field]) -> Option<usize> {
     };
     ev.iter()
         .zip(new.iter())
-        .position(|(a, b)| a.name != b.name || kind(a.ty) != kind(b.ty))
+        .position(|(a, b)| a.name != b.name || kind(a.ty) != kind(b.ty) || a.count != b.count)
         .map(|i| i + 1)
 }
 

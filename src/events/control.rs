@@ -84,18 +84,25 @@ impl<'a> BufWriter<'a> {
     }
 }
 
-impl Write for BufWriter<'_> {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+impl BufWriter<'_> {
+    /// Appends raw bytes (as many as fit, NUL kept after them).
+    pub(super) fn put(&mut self, b: &[u8]) {
         let room = self.buf.len().saturating_sub(self.len + 1);
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        let n = b.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
         self.len += n;
-        if let Some(b) = self.buf.get_mut(self.len) {
-            *b = 0;
+        if let Some(z) = self.buf.get_mut(self.len) {
+            *z = 0;
         }
-        if n < s.len() {
+        if n < b.len() {
             self.overflow = true;
         }
+    }
+}
+
+impl Write for BufWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.put(s.as_bytes());
         Ok(())
     }
 }

@@ -87,6 +87,16 @@ pub(super) fn run(
     Some((v, None))
 }
 
+/// Applies a bitfield type to a value read.
+fn bits(ty: Type, v: u64) -> u64 {
+    match ty {
+        Type::Bitfield { width, offset, .. } => {
+            (v >> offset) & (u64::MAX >> (64 - u32::from(width)))
+        }
+        _ => v,
+    }
+}
+
 /// The value of a non-string argument.
 pub(super) fn fetch_value(a: &Arg, hit: Hit<'_>) -> u64 {
     let ops = &a.ops[..a.nops];
@@ -95,17 +105,47 @@ pub(super) fn fetch_value(a: &Arg, hit: Hit<'_>) -> u64 {
         Some((v, None)) => v,
         None => 0,
     };
-    match a.ty {
-        Type::Bitfield { width, offset, .. } => {
-            (v >> offset) & (u64::MAX >> (64 - u32::from(width)))
-        }
-        _ => v,
+    bits(a.ty, v)
+}
+
+/// Stores the elements of a non-string array argument into `out` (its
+/// field): values one after the other from the memory the program's last
+/// dereference reads; one that faults is 0.
+pub(super) fn fetch_array(a: &Arg, hit: Hit<'_>, out: &mut [u8]) {
+    let esize = value_size(a.ty);
+    let base = match run(&a.ops[..a.nops], hit, true) {
+        Some((addr, Some(user))) => Some((addr as usize, user)),
+        _ => None,
+    };
+    for (j, dst) in out.chunks_exact_mut(esize).enumerate() {
+        let v = base
+            .and_then(|(addr, user)| read_word(addr.wrapping_add(j * esize), user, esize))
+            .map_or(0, |v| bits(a.ty, v));
+        store_value(dst, v);
     }
 }
 
-/// Copies a string argument into `out` (NUL-terminated, truncated);
-/// returns the bytes used (0: fault).
-pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, out: &mut [u8]) -> usize {
+/// `v` into a field of 1, 2, 4 or 8 bytes, one store each (a copy of a
+/// length known only at run time is an out-of-line memcpy(), `rep movsb`
+/// on x86_64, which QEMU's TCG runs byte by byte).
+#[inline(always)]
+pub(super) fn store_value(field: &mut [u8], v: u64) {
+    if let Ok(f) = <&mut [u8; 8]>::try_from(&mut *field) {
+        *f = v.to_ne_bytes();
+    } else if let Ok(f) = <&mut [u8; 4]>::try_from(&mut *field) {
+        *f = (v as u32).to_ne_bytes();
+    } else if let Ok(f) = <&mut [u8; 2]>::try_from(&mut *field) {
+        *f = (v as u16).to_ne_bytes();
+    } else if let Some(f) = field.first_mut() {
+        *f = v as u8;
+    }
+}
+
+/// Copies string `j` of a string argument into `out` (NUL-terminated,
+/// truncated); returns the bytes used (0: fault). One string: `j` is 0 and
+/// the string is at the address the program's last dereference reads; an
+/// array (`string[N]`): there are N pointers, and `j` picks one.
+pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, j: usize, out: &mut [u8]) -> usize {
     if out.is_empty() {
         return 0;
     }
@@ -135,10 +175,27 @@ pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, out: &mut [u8]) -> usize {
     let Some((addr, user)) = run(ops, hit, true) else {
         return 0;
     };
-    let user = user.unwrap_or(false) || a.ty == Type::UString || is_user_addr(addr as usize);
+    let user = user.unwrap_or(false);
+    let (addr, user) = if a.count == 0 {
+        (addr, user)
+    } else {
+        // The jth pointer, read as the dereference it replaces would.
+        let at = (addr as usize).wrapping_add(j.wrapping_mul(8));
+        match read_word(at, user, 8) {
+            Some(p) => (p, user),
+            None => return 0,
+        }
+    };
+    let user = user || a.ty == Type::UString || is_user_addr(addr as usize);
+    read_string(addr as usize, user, out)
+}
+
+/// Copies the string at `addr` into `out` (NUL-terminated, truncated);
+/// the bytes used (0: fault).
+fn read_string(addr: usize, user: bool, out: &mut [u8]) -> usize {
     let mut done = 0;
     while done < out.len() - 1 {
-        let at = (addr as usize).wrapping_add(done);
+        let at = addr.wrapping_add(done);
         let chunk = (4096 - at % 4096).min(out.len() - 1 - done);
         // SAFETY: nofault copies into `out`.
         let r = unsafe {

@@ -90,7 +90,7 @@ extern "C" {
         is_signed: c_int,
         filter_type: c_int,
     ) -> c_int;
-    fn trace_seq_puts(s: *mut c_void, str: *const c_char);
+    fn trace_seq_putmem(s: *mut c_void, mem: *const c_void, len: core::ffi::c_uint);
     fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
 }
 
@@ -115,9 +115,11 @@ pub(super) struct Arg {
     pub(super) ops: [COp; ep::MAX_OPS],
     pub(super) nops: usize,
     pub(super) ty: Type,
+    /// Elements of an array type (`TYPE[N]`), 0 for one value.
+    pub(super) count: u8,
     /// Offset of the field after the head.
     pub(super) offset: usize,
-    /// Bytes in the fixed part (4 for strings: a `__data_loc`).
+    /// Bytes in the fixed part (4 per string: a `__data_loc`).
     pub(super) size: usize,
     /// The `pt_regs` word the value is, when the program is one register
     /// read into a plain field (no bitfield, no string): the hit stores it
@@ -131,7 +133,12 @@ pub(super) struct Arg {
 pub(super) struct Field {
     /// NUL-terminated.
     pub(super) name: KVec<u8>,
+    /// The C type `format` shows, NUL-terminated: the kernel's (`u8` for
+    /// `char`, `u64` for `symbol`), `[N]` after an array's.
+    pub(super) c_type: KVec<u8>,
     pub(super) ty: Type,
+    /// Elements of an array type, 0 for one value.
+    pub(super) count: u8,
     /// Offset after the head.
     pub(super) offset: usize,
     /// Bytes in the fixed part.

@@ -31,7 +31,9 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
     }
     let mut tmp = [0u8; MAX_STRING];
     for a in strings {
-        total += fetch_string(a, hit, &mut tmp);
+        for j in 0..usize::from(a.count.max(1)) {
+            total += fetch_string(a, hit, j, &mut tmp);
+        }
     }
     total
 }
@@ -91,18 +93,22 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
             continue;
         };
         if a.ty.is_string() {
-            let room = (size - dyn_at).min(MAX_STRING);
-            let (field_end, rest) = body.split_at_mut(dyn_at);
-            let n = fetch_string(a, hit, &mut rest[..room]);
-            let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
-            if let Some(f) = field_end.get_mut(a.offset..a.offset + 4) {
-                f.copy_from_slice(&loc.to_ne_bytes());
+            // One `__data_loc` per string, each pointing after the fixed
+            // part (an array: `count` of them).
+            for j in 0..usize::from(a.count.max(1)) {
+                let room = (size - dyn_at).min(MAX_STRING);
+                let (field_end, rest) = body.split_at_mut(dyn_at);
+                let n = fetch_string(a, hit, j, &mut rest[..room]);
+                let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
+                let at = a.offset + 4 * j;
+                if let Some(f) = field_end.get_mut(at..at + 4) {
+                    f.copy_from_slice(&loc.to_ne_bytes());
+                }
+                dyn_at += n;
             }
-            dyn_at += n;
+        } else if a.count != 0 {
+            fetch_array(a, hit, field);
         } else {
-            // One store per field: a copy of a length known only at run
-            // time is an out-of-line memcpy(), `rep movsb` on x86_64,
-            // which QEMU's TCG runs byte by byte.
             let v = match a.reg {
                 // SAFETY: `r` indexes `struct pt_regs` words, from the
                 // arch's register table (as `fetch::run`'s `Reg`).
@@ -113,15 +119,7 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
                 },
                 None => fetch_value(a, hit),
             };
-            if let Ok(f) = <&mut [u8; 8]>::try_from(&mut *field) {
-                *f = v.to_ne_bytes();
-            } else if let Ok(f) = <&mut [u8; 4]>::try_from(&mut *field) {
-                *f = (v as u32).to_ne_bytes();
-            } else if let Ok(f) = <&mut [u8; 2]>::try_from(&mut *field) {
-                *f = (v as u16).to_ne_bytes();
-            } else if let Some(f) = field.first_mut() {
-                *f = v as u8;
-            }
+            store_value(field, v);
         }
     }
 }
@@ -203,63 +201,92 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
     for a in ev.fields.iter() {
         let mut buf = [0u8; MAX_STRING + 64];
         let mut w = BufWriter::new(&mut buf);
-        let name = text(&a.name);
-        let _ = write!(w, " {}=", name);
+        let _ = write!(w, " {}=", text(&a.name));
         let start = head + a.offset;
         let Some(field) = rec.get(start..start + a.size) else {
-            let _ = w.write_str("(bad record)");
-            // SAFETY: `buf` is NUL-terminated by the writer.
-            unsafe { trace_seq_puts(s, buf.as_ptr()) };
+            w.put(b"(bad record)");
+            flush(s, &mut w);
             continue;
         };
-        let mut word = [0u8; 8];
-        word[..a.size.min(8)].copy_from_slice(&field[..a.size.min(8)]);
-        let v = u64::from_ne_bytes(word);
-        let _ = match a.ty {
-            Type::Unsigned(_) | Type::Bitfield { .. } => write!(w, "{}", v),
-            Type::Signed(n) => {
-                let shift = 64 - 8 * u32::from(n);
-                write!(w, "{}", ((v << shift) as i64) >> shift)
+        // As the kernel's print_probe_args(): an array in braces.
+        let n = usize::from(a.count.max(1));
+        if a.count != 0 {
+            w.put(b"{");
+        }
+        for (j, elem) in field.chunks_exact(a.size / n).enumerate() {
+            if j > 0 {
+                w.put(b",");
             }
-            Type::Hex(_) => write!(w, "0x{:x}", v),
-            Type::Char => write!(w, "'{}'", (v as u8) as char),
-            Type::Symbol => {
-                let mut sym = [0u8; 256];
-                // SAFETY: bounded formatting of an address.
-                let n = unsafe {
-                    snprintf(
-                        sym.as_mut_ptr(),
-                        sym.len(),
-                        c"%pS".as_ptr().cast(),
-                        v as usize,
-                    )
-                };
-                let n = (n.max(0) as usize).min(sym.len() - 1);
-                write!(w, "{}", core::str::from_utf8(&sym[..n]).unwrap_or("?"))
-            }
-            Type::String | Type::UString | Type::SymStr => {
-                let loc = v as u32;
-                let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
-                if len == 0 {
-                    w.write_str("(fault)")
-                } else if let Some(bytes) = rec.get(off..off + len - 1).filter(|_| off >= head) {
-                    let _ = w.write_str("\"");
-                    for &c in bytes {
-                        let _ = w.write_char(if c.is_ascii_graphic() || c == b' ' {
-                            c as char
-                        } else {
-                            '.'
-                        });
-                    }
-                    w.write_str("\"")
-                } else {
-                    w.write_str("(bad record)")
-                }
-            }
-        };
-        // SAFETY: `buf` is NUL-terminated by the writer.
-        unsafe { trace_seq_puts(s, buf.as_ptr()) };
+            print_value(&mut w, a.ty, elem, rec, head);
+            flush(s, &mut w);
+        }
+        if a.count != 0 {
+            w.put(b"}");
+        }
+        flush(s, &mut w);
     }
+}
+
+/// Hands what `w` holds to the trace_seq `s` (raw bytes: a `char` may be
+/// anything, NUL too, as the kernel's `'%c'` prints it) and empties it.
+fn flush(s: *mut c_void, w: &mut BufWriter<'_>) {
+    if w.len != 0 {
+        // SAFETY: `w.len` bytes of the writer's buffer.
+        unsafe { trace_seq_putmem(s, w.buf.as_ptr().cast(), w.len as core::ffi::c_uint) };
+    }
+    w.len = 0;
+}
+
+/// One value of a record as the kernel's fetch types print it: `elem` its
+/// bytes in the fixed part; a string's `__data_loc` points into `rec`
+/// (its bytes after `head`).
+fn print_value(w: &mut BufWriter<'_>, ty: Type, elem: &[u8], rec: &[u8], head: usize) {
+    let mut word = [0u8; 8];
+    let k = elem.len().min(8);
+    word[..k].copy_from_slice(&elem[..k]);
+    let v = u64::from_ne_bytes(word);
+    let _ = match ty {
+        Type::Unsigned(_) | Type::Bitfield { .. } => write!(w, "{}", v),
+        Type::Signed(n) => {
+            let shift = 64 - 8 * u32::from(n);
+            write!(w, "{}", ((v << shift) as i64) >> shift)
+        }
+        Type::Hex(_) => write!(w, "0x{:x}", v),
+        Type::Char => {
+            w.put(&[b'\'', v as u8, b'\'']);
+            Ok(())
+        }
+        Type::Symbol => {
+            let mut sym = [0u8; 256];
+            // SAFETY: bounded formatting of an address.
+            let n = unsafe {
+                snprintf(
+                    sym.as_mut_ptr(),
+                    sym.len(),
+                    c"%pS".as_ptr().cast(),
+                    v as usize,
+                )
+            };
+            w.put(&sym[..(n.max(0) as usize).min(sym.len() - 1)]);
+            Ok(())
+        }
+        Type::String | Type::UString | Type::SymStr => {
+            let loc = v as u32;
+            let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+            if len == 0 {
+                w.write_str("(fault)")
+            } else if let Some(bytes) = rec.get(off..off + len - 1).filter(|_| off >= head) {
+                // As `"%s"`: the bytes as they are, up to a NUL.
+                let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+                w.put(b"\"");
+                w.put(&bytes[..end]);
+                w.put(b"\"");
+                Ok(())
+            } else {
+                w.write_str("(bad record)")
+            }
+        }
+    };
 }
 
 /// C callback: the arguments' fields for filters and `format`.
@@ -276,15 +303,15 @@ pub(crate) unsafe extern "C" fn kp_ev_define_fields(
     let ev = unsafe { &*owner.cast::<Event>() };
     let head = head_size(ev.is_return);
     for a in ev.fields.iter() {
-        let (ty, size, signed) = field_type(a.ty);
+        let signed = field_type(a.ty).2;
         // SAFETY: NUL-terminated strings that live as long as the event.
         let r = unsafe {
             trace_define_field(
                 call,
-                ty.as_ptr().cast(),
+                a.c_type.as_ptr(),
                 a.name.as_ptr(),
                 (head + a.offset) as c_int,
-                size as c_int,
+                a.size as c_int,
                 c_int::from(signed),
                 0,
             )
