@@ -241,7 +241,7 @@ ft_expect() { # who test
 ft_expect_probes() { # who test
 	case $1:$2 in
 	# Not yet in the engine (issue #23; docs/status.md).
-	engine:kprobe_opt_types | engine:kprobe_syntax_errors) echo FAIL ;;
+	engine:kprobe_opt_types) echo FAIL ;;
 	# The engine's files are the standard ones on the hardened kernels,
 	# which have kCFI.
 	engine:probepoint) echo FAIL ;;
@@ -258,7 +258,6 @@ ft_why() { # who test
 	kprobe_opt_types)
 		if [ "$ARCH" = aarch64 ]; then echo "the test knows the optprobes of x86_64, arm and ppc only"
 		else echo "no /proc/sys/debug/kprobes-optimization or debugfs kprobes/list, and optimization settles later than the test looks"; fi ;;
-	kprobe_syntax_errors) echo "the rest of the 6.12 grammar and its errors not yet" ;;
 	probepoint) echo "on kCFI kernels its kallsyms grep picks __cfi_tracefs_create_dir, a type-hash preamble without an ftrace site: refused as a notrace function, as the kernel's own refuses it" ;;
 	*) echo "?" ;;
 	esac
@@ -475,7 +474,12 @@ run_events_listing_vs_kernel() {
 		'p:G/r6 do_sys_open a=$arg1 a=$arg2' 'p:G/r7 do_sys_open+1' \
 		'r4097:G/r8 do_sys_open' 'p:G/r9 do_sys_open x=$retval' \
 		'p:ftrace/function do_sys_open' 'p:G/r11 do_sys_open a=%lr' \
-		'r:G/r12 do_sys_open a=$arg1' 'r:G/r13 do_sys_open+0x10 a=$arg1'; do
+		'r:G/r12 do_sys_open a=$arg1' 'r:G/r13 do_sys_open+0x10 a=$arg1' \
+		'p:G/r14 do_sys_open a=\"abc' 'p:G/r15 do_sys_open a=@+10' \
+		'p:G/r16 do_sys_open a=+0(+0($arg1)' 'p:G/r17 do_sys_open a=$stack100000' \
+		'p:G/r18 do_sys_open a=+0($comm)' 'p:G/r19 do_sys_open a=+0($arg2):u8[65]' \
+		'p:G/r20 do_sys_open a=\"abc":u8' 'p:G/r21 do_sys_open a=\"abc" b=+8($arg2):x8[2]' \
+		'p:G/r22 do_sys_open a=+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0($arg1)))))))))))))))'; do
 		n=$((n + 1))
 		ours=$(refusal $E $KP/error_log kpcmp_ours "$l")
 		kern=$(refusal $T/kprobe_events $T/error_log kpcmp_kern "$l")
@@ -485,7 +489,7 @@ run_events_listing_vs_kernel() {
 		# The same verdict and entry; and refused where it must be (all
 		# but two: %lr is arm64's, $argN on a return probe is allowed).
 		want=refused
-		case $n in 11) [ "$ARCH" = x86_64 ] || want=accepted ;; 12) want=accepted ;; esac
+		case $n in 11) [ "$ARCH" = x86_64 ] || want=accepted ;; 12 | 21) want=accepted ;; esac
 		check events-refusal-as-kernel-$n test "$ours" = "$kern" -a "${ours%% *}" = "$want"
 	done
 	# "-:EVENT" removes that event from every group, as the kernel's does.
@@ -534,11 +538,12 @@ run_events_listing_vs_kernel() {
 # `u8` for char, `u64` for symbol, `u8 a[4]` for an array, strings
 # signed; the same print fmt) and the same trace line for one exec:
 # argv's first two strings (string[2]: N pointers, each to a string), the
-# first bytes of argv[0] as numbers, chars (raw bytes) and halfwords.
+# first bytes of argv[0] as numbers, chars (raw bytes) and halfwords, and
+# an immediate string.
 arrays_as_kernel() { # ours kernel
 	[ -n "$1" ] && [ "$1" = "$2" ] || return 1
 	case $1 in
-	*"argv={\"/bin/busybox\",\"echo\"} b={47,98,105,110} c={'/','b','i'} h={0x622f,0x6e69} s=\"/bin/busybox\" fd=-100 "*) ;;
+	*"argv={\"/bin/busybox\",\"echo\"} b={47,98,105,110} c={'/','b','i'} h={0x622f,0x6e69} s=\"/bin/busybox\" fd=-100 y="*" im=\"kp-imm\"") ;;
 	*) return 1 ;;
 	esac
 }
@@ -547,7 +552,7 @@ run_events_types_vs_kernel() {
 		echo "KP-CHECK: skip events-types-as-kernel (the kernel has no kprobe events)"
 		return
 	fi
-	a='do_execveat_common argv=+0($arg3):string[2] b=+0(+0($arg3)):u8[4] c=+0(+0($arg3)):char[3] h=+0(+0($arg3)):x16[2] s=+0(+0($arg3)):string fd=$arg1:s32 y=$arg1:symbol'
+	a='do_execveat_common argv=+0($arg3):string[2] b=+0(+0($arg3)):u8[4] c=+0(+0($arg3)):char[3] h=+0(+0($arg3)):x16[2] s=+0(+0($arg3)):string fd=$arg1:s32 y=$arg1:symbol im=\"kp-imm"'
 	check events-array-define sh -c "echo 'p:kpty/ty $a' >>$E"
 	echo "p:kpty_k/tk $a" >>$T/kprobe_events
 	sed 's/^ID: .*//; s/^name: .*//' $T/events/kpty/ty/format >/tmp/fmt-ours

@@ -39,8 +39,13 @@ pub const MAX_EVENT_NAME_LEN: usize = 63;
 pub const MAX_ARG_NAME_LEN: usize = 31;
 /// Most fetch arguments per probe (`MAX_TRACE_ARGS`).
 pub const MAX_ARGS: usize = 128;
-/// Most operations in one fetch argument (a base and nested dereferences).
-pub const MAX_OPS: usize = 8;
+/// Most operations in one fetch argument (a base and nested dereferences;
+/// `@ADDR` is two): the kernel's `FETCH_INSN_MAX` (16) less its end.
+pub const MAX_OPS: usize = 15;
+/// The highest `$stackN` and `$argN` where the thread stack is 16 KiB (the
+/// kernel's `PARAM_MAX_STACK`, `THREAD_SIZE / sizeof(long)`; see
+/// [`parse_line_limited`]).
+pub const PARAM_MAX_STACK: u32 = 2048;
 /// Largest `MAXACTIVE` (`KRETPROBE_MAXACTIVE_MAX`).
 pub const MAX_MAXACTIVE: u32 = 4096;
 /// Longest fetch argument expression (`MAX_ARGSTR_LEN` - 1).
@@ -123,6 +128,10 @@ pub enum ErrKind {
     TooManyArgs,
     /// `$comm` with a type other than `string`.
     NeedStringType,
+    /// `\"TEXT` without the closing quote.
+    ImmStrNoClose,
+    /// `@+OFFS`: a file offset (uprobes only).
+    FileOnKprobe,
     /// `$argN` on a probe that is not at a function entry or exit.
     NoFentryArgs,
     /// `TYPE[N` without the `]`.
@@ -191,6 +200,8 @@ impl ErrKind {
             NoArgBody => "No argument expression",
             TooManyArgs => "Too many arguments are specified",
             NeedStringType => "$comm and immediate-string only accepts string type",
+            ImmStrNoClose => "String is not closed with '\"'",
+            FileOnKprobe => "File offset is not available with kprobe",
             NoFentryArgs => "$arg* can be used only on function entry or exit",
             ArrayNoClose => "Array is not closed",
             BadArraySuffix => "Array has wrong suffix",
@@ -286,6 +297,8 @@ pub struct ProbeDef<'a> {
     args_pos: usize,
     /// The register table the line was parsed with.
     regs: &'static RegTable,
+    /// The highest `$stackN`/`$argN`.
+    max_stack: u32,
 }
 
 /// One parsed line.
@@ -325,6 +338,8 @@ pub enum Op<'a> {
     Retval,
     /// `$comm`: the current task's name (a string).
     Comm,
+    /// `\"TEXT"`: an immediate string.
+    ImmStr(&'a str),
     /// `\IMM`.
     Imm(u64),
     /// `@ADDR`: the address (the parser adds the read, [`Op::Deref`] 0).
@@ -669,6 +684,17 @@ pub fn expand_dentry_args<'o>(
 /// architecture's register table (`EVENT_REGS` of each backend under
 /// `arch/`: `arch/*/event_regs.rs`).
 pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>> {
+    parse_line_limited(line, regs, PARAM_MAX_STACK)
+}
+
+/// [`parse_line`] where `$stackN` and `$argN` go up to `max_stack` (the
+/// kernel's `PARAM_MAX_STACK` of the running kernel: its thread stack size
+/// in words).
+pub fn parse_line_limited<'a>(
+    line: &'a str,
+    regs: &'static RegTable,
+    max_stack: u32,
+) -> Res<Command<'a>> {
     let line = match line.find('#') {
         Some(i) => sub(line, 0, i),
         None => line,
@@ -767,6 +793,7 @@ pub fn parse_line<'a>(line: &'a str, regs: &'static RegTable) -> Res<Command<'a>
                 args_text: from(line, args_start),
                 args_pos: args_start,
                 regs,
+                max_stack,
             };
             def.validate_args()?;
             Ok(Command::Probe(def))
@@ -824,6 +851,7 @@ impl<'a> ProbeDef<'a> {
             is_return: self.is_return,
             at_entry: self.at_entry(),
             regs: self.regs,
+            max_stack: self.max_stack,
         };
         tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
     }
@@ -952,6 +980,7 @@ struct ArgCtx {
     is_return: bool,
     at_entry: bool,
     regs: &'static RegTable,
+    max_stack: u32,
 }
 
 /// The most elements of an array type (the kernel's `MAX_ARRAY_LEN`).
@@ -1065,6 +1094,8 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let mut nops = 0u8;
     parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
     let base = ops[0];
+    // `$comm` and immediate strings: a string, and nothing else.
+    let text_base = matches!(base, Op::Comm | Op::ImmStr(_));
     let last_is_deref = matches!(
         ops.get(usize::from(nops).wrapping_sub(1)),
         Some(Op::Deref { .. })
@@ -1072,11 +1103,11 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let (ty, count) = match ty {
         Some((t, tpos)) => {
             let (t, count) = split_array(t, tpos)?;
-            if base == Op::Comm && (count != 0 || t != "string") {
+            if text_base && (count != 0 || t != "string") {
                 return err(ErrKind::NeedStringType, tpos);
             }
             let t = parse_type(t, tpos)?;
-            if matches!(t, Type::String | Type::UString) && base != Op::Comm && !last_is_deref {
+            if matches!(t, Type::String | Type::UString) && !text_base && !last_is_deref {
                 return err(ErrKind::BadString, tpos);
             }
             // An array is read from memory: its values, or its string
@@ -1086,7 +1117,7 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
             }
             (t, count)
         }
-        None if base == Op::Comm => (Type::String, 0),
+        None if text_base => (Type::String, 0),
         None => (Type::Hex(8), 0),
     };
     Ok(FetchArg {
@@ -1142,12 +1173,12 @@ fn parse_expr<'a>(
                 Op::StackAddr
             } else if let Some(n) = v.strip_prefix("stack") {
                 match dec_u32(n) {
-                    Some(n) => Op::Stack(n),
-                    None => return err(ErrKind::BadStackNum, pos),
+                    Some(n) if n <= ctx.max_stack => Op::Stack(n),
+                    _ => return err(ErrKind::BadStackNum, pos),
                 }
             } else if let Some(n) = v.strip_prefix("arg") {
                 match dec_u32(n) {
-                    Some(n) if n >= 1 => {
+                    Some(n) if n >= 1 && n <= ctx.max_stack => {
                         // At a function entry, or its return (the
                         // value it had at the entry: the engine saves it
                         // there, as the kernel's entry data does).
@@ -1181,6 +1212,8 @@ fn parse_expr<'a>(
                     }
                     None => err(ErrKind::BadMemAddr, pos),
                 }
+            } else if a.starts_with('+') {
+                err(ErrKind::FileOnKprobe, pos)
             } else {
                 let split = a.find(['+', '-']).unwrap_or(a.len());
                 let (name, off) = (sub(a, 0, split), from(a, split));
@@ -1207,20 +1240,27 @@ fn parse_expr<'a>(
                 )
             }
         }
-        b'\\' => match parse_i64(from(e, 1))
-            .map(|v| v as u64)
-            .or_else(|| parse_u64(from(e, 1)))
-        {
-            Some(v) => push(ops, nops, Op::Imm(v), pos),
-            None => err(ErrKind::BadImm, pos),
-        },
+        b'\\' => {
+            if let Some(text) = e.strip_prefix("\\\"") {
+                // The kernel's __parse_imm_string(): up to a closing quote
+                // at the end (the caret there when it is missing).
+                return match text.strip_suffix('"') {
+                    Some(t) => push(ops, nops, Op::ImmStr(t), pos),
+                    None => err(ErrKind::ImmStrNoClose, add(pos, e.len())),
+                };
+            }
+            match parse_i64(from(e, 1))
+                .map(|v| v as u64)
+                .or_else(|| parse_u64(from(e, 1)))
+            {
+                Some(v) => push(ops, nops, Op::Imm(v), pos),
+                None => err(ErrKind::BadImm, past(pos, 0)),
+            }
+        }
         b'+' | b'-' => {
             let Some(open) = e.find('(') else {
                 return err(ErrKind::DerefNeedBrace, pos);
             };
-            if !e.ends_with(')') {
-                return err(ErrKind::DerefOpenBrace, add(pos, open));
-            }
             let (sign, mut off) = (sub(e, 0, 1), sub(e, 1, open));
             let user = off.starts_with('u');
             if user {
@@ -1231,12 +1271,20 @@ fn parse_expr<'a>(
             };
             // `v` is at most i64::MAX, so its negation cannot overflow.
             let offset = if sign == "-" { v.wrapping_neg() } else { v };
-            let inner = sub(e, past(0, open), e.len().saturating_sub(1));
-            parse_expr(inner, past(pos, open), ctx, ops, nops)?;
-            if ops[0] == Op::Comm {
-                return err(ErrKind::CommCantDeref, pos);
+            // Where the kernel's parse_probe_arg() reports what follows:
+            // past the '(' (at it for `+u`, its offset arithmetic).
+            let kpos = add(pos, past(0, open)).saturating_sub(usize::from(user));
+            // The inner expression ends at the last ')'; the kernel ignores
+            // anything after it.
+            let rest = from(e, past(0, open));
+            let Some(close) = rest.rfind(')') else {
+                return err(ErrKind::DerefOpenBrace, add(kpos, rest.len()));
+            };
+            parse_expr(sub(rest, 0, close), kpos, ctx, ops, nops)?;
+            if matches!(ops[0], Op::Comm | Op::ImmStr(_)) {
+                return err(ErrKind::CommCantDeref, kpos);
             }
-            push(ops, nops, Op::Deref { offset, user }, pos)
+            push(ops, nops, Op::Deref { offset, user }, kpos)
         }
         _ => err(ErrKind::BadFetchArg, pos),
     }

@@ -507,6 +507,9 @@ int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, 
 /* For `%pd`/`%pD` probe-event arguments (src/events/control.rs): where a
  * dentry's name is, and a file's dentry. */
 const size_t kp_dentry_name_offset = offsetof(struct dentry, d_name.name);
+/* The kernel's PARAM_MAX_STACK (kernel/trace/trace_probe.h): the highest
+ * $stackN and $argN of a probe event. */
+const size_t kp_param_max_stack = THREAD_SIZE / sizeof(unsigned long);
 const size_t kp_file_dentry_offset = offsetof(struct file, f_path.dentry);
 
 /* The standard files at tracefs' top (kprobe_events, kprobe_profile) on a

@@ -128,6 +128,7 @@ int kp_helper_tracefs_std_file(unsigned int i, const char *name, umode_t mode,
 			       unsigned long which, bool events);
 int kp_helper_tracefs_readme(const char *text, size_t len);
 extern const size_t kp_dentry_name_offset, kp_file_dentry_offset;
+extern const size_t kp_param_max_stack;
 void kp_helper_tracefs_exit(void);
 void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 

@@ -100,6 +100,7 @@ pub(super) fn compile_arg(
 ) -> core::result::Result<(Arg, Field), (ErrKind, Error)> {
     let bad = |k| (k, EINVAL);
     let mut ops = [COp::Imm(0); ep::MAX_OPS];
+    let mut imm = KVec::new();
     for (o, op) in ops.iter_mut().zip(a.program()) {
         *o = match *op {
             Op::Symbol { name, offset } => {
@@ -117,6 +118,11 @@ pub(super) fn compile_arg(
             Op::Arg(n) => Op::Arg(n),
             Op::Retval => Op::Retval,
             Op::Comm => Op::Comm,
+            Op::ImmStr(t) => {
+                imm.extend_from_slice(t.as_bytes(), GFP_KERNEL)
+                    .map_err(enomem)?;
+                Op::ImmStr("")
+            }
             Op::Imm(v) => Op::Imm(v),
             Op::Addr(v) => Op::Addr(v),
             Op::Deref { offset, user } => Op::Deref { offset, user },
@@ -155,6 +161,7 @@ pub(super) fn compile_arg(
     Ok((
         Arg {
             ops,
+            imm,
             nops,
             ty: a.ty,
             count: a.count,

@@ -112,6 +112,8 @@ extern "C" {
     /// f_path.dentry)` (helpers.c).
     static kp_dentry_name_offset: usize;
     static kp_file_dentry_offset: usize;
+    /// `THREAD_SIZE / sizeof(long)` (helpers.c).
+    static kp_param_max_stack: usize;
 }
 
 /// Handles one line: `%pd`/`%pD` arguments expanded first, as the kernel
@@ -141,7 +143,9 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
         log_error(g, line, kind, pos);
         Err(e)
     };
-    let cmd = match ep::parse_line(line, REGS) {
+    // SAFETY: a constant of the C glue.
+    let max_stack = u32::try_from(unsafe { kp_param_max_stack }).unwrap_or(u32::MAX);
+    let cmd = match ep::parse_line_limited(line, REGS, max_stack) {
         Ok(c) => c,
         Err(e) if line.trim_start().starts_with('-') => {
             return Err(Error::from_errno(-e.kind.errno()))

@@ -73,7 +73,7 @@ pub(super) fn run(
             },
             COp::Retval => regs::return_value(regs) as u64,
             // Resolved at compile time; `$comm` is read as a string.
-            COp::Comm | COp::Symbol { .. } => 0,
+            COp::Comm | COp::ImmStr(_) | COp::Symbol { .. } => 0,
             COp::Imm(x) | COp::Addr(x) => x,
             COp::Deref { offset, user } => {
                 let a = v.wrapping_add(offset as u64);
@@ -156,6 +156,12 @@ pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, j: usize, out: &mut [u8]) -> u
         let n = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
         let n = n.min(out.len() - 1);
         out[..n].copy_from_slice(&comm[..n]);
+        out[n] = 0;
+        return n + 1;
+    }
+    if matches!(ops.first(), Some(COp::ImmStr(_))) {
+        let n = a.imm.len().min(out.len() - 1);
+        out[..n].copy_from_slice(&a.imm[..n]);
         out[n] = 0;
         return n + 1;
     }

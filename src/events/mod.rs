@@ -113,6 +113,9 @@ pub(super) type COp = Op<'static>;
 /// A compiled fetch argument of one site.
 pub(super) struct Arg {
     pub(super) ops: [COp; ep::MAX_OPS],
+    /// An immediate string's bytes (`\"TEXT"`; the op is
+    /// `Op::ImmStr("")`), else empty.
+    pub(super) imm: KVec<u8>,
     pub(super) nops: usize,
     pub(super) ty: Type,
     /// Elements of an array type (`TYPE[N]`), 0 for one value.
