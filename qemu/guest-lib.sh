@@ -762,6 +762,34 @@ run_events_corpus() {
 	check events-corpus-clear sh -c "[ -z \"\$(cat $E)\" ]"
 }
 
+# --- a probe event on a module before it loads ---------------------------------
+# As the kernel's: a MODULE:SYMBOL event whose module is not loaded is
+# accepted and waits; it is registered, and armed if enabled, when the
+# module comes (kp_target's init calls kp_target_c_func(20) once: one
+# record), and again at each later load after the module went.
+module_load_records() { # how many records of kp_later/t with x=0x14
+	grep -a ' t: (kp_target_c_func+' $T/trace | grep -c 'x=0x14'
+}
+run_events_module_later() {
+	rmmod kp_target 2>/dev/null
+	check events-module-not-loaded-define sh -c "echo 'p:kp_later/t kp_target:kp_target_c_func x=\$arg1' >>$E"
+	check events-module-not-loaded-listed grep -qx 'p:kp_later/t kp_target:kp_target_c_func x=$arg1' $E
+	echo 1 >$T/events/kp_later/t/enable
+	echo >$T/trace
+	insmod $M/kp_target.ko
+	check events-module-armed-at-load test "$(module_load_records)" = 1
+	rmmod kp_target
+	insmod $M/kp_target.ko
+	check events-module-rearmed-at-reload test "$(module_load_records)" = 2
+	# Disabled: the reloaded module's site stays registered, disarmed.
+	echo 0 >$T/events/kp_later/t/enable
+	rmmod kp_target
+	insmod $M/kp_target.ko
+	check events-module-disabled-at-reload test "$(module_load_records)" = 2
+	rmmod kp_target
+	check events-module-later-remove sh -c "echo '-:kp_later/t' >>$E && ! grep -q kp_later $E && ! grep -q kp_target $KP/list"
+}
+
 # --- a probed module loaded and unloaded 100 times -----------------------------
 # Each round: load kp_target, define an event on its function, then either
 # remove the event before unloading or unload the module under the armed

@@ -114,6 +114,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events_stress
 	run_events_write_chunks
 	run_events_corpus
+	run_events_module_later
 	check module-churn-100 module_churn
 	run_access
 	check kretprobe-under-function-graph fgraph_kret

@@ -74,13 +74,19 @@ pub static kp_kprobe_abi_size: usize = core::mem::size_of::<abi::KpKprobe>();
 extern "C" {
     fn kp_helper_register_module_notifier() -> kernel::ffi::c_int;
     fn kp_helper_unregister_module_notifier();
+    fn kp_helper_module_name(module: *mut kernel::ffi::c_void) -> *const kernel::ffi::c_char;
 }
+
+/// `MODULE_STATE_COMING`.
+const MODULE_STATE_COMING: kernel::ffi::c_ulong =
+    kernel::bindings::module_state_MODULE_STATE_COMING as _;
 
 /// `MODULE_STATE_GOING`.
 const MODULE_STATE_GOING: kernel::ffi::c_ulong =
     kernel::bindings::module_state_MODULE_STATE_GOING as _;
 
-/// Module notifier (C glue in helpers.c): a module's text is going away.
+/// Module notifier (C glue in helpers.c): a module's text is going away, or
+/// a module is coming (probe events may wait for it).
 ///
 /// # Safety
 ///
@@ -92,6 +98,10 @@ pub(crate) unsafe extern "C" fn kp_module_event(
 ) {
     if event == MODULE_STATE_GOING {
         registry::module_going(module, kretprobe::forget_if_kretprobe);
+    } else if event == MODULE_STATE_COMING {
+        // SAFETY: a live module; its name is NUL-terminated.
+        let name = unsafe { kernel::str::CStr::from_char_ptr(kp_helper_module_name(module)) };
+        events::module_coming(name.as_bytes());
     }
 }
 

@@ -21,10 +21,22 @@ pub extern "C" fn kp_target_func(x: u64) -> u64 {
 
 struct KpTarget;
 
+extern "C" {
+    /// `tests/kp_target_c.c`: `2x + 1`, with an ftrace call site.
+    fn kp_target_c_func(x: u64) -> u64;
+}
+
 impl kernel::Module for KpTarget {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Keep the function referenced so that it is not dropped.
         core::hint::black_box(kp_target_func as *const ());
+        // One call at every load: a probe event that waited for this
+        // module records it (the guest's `events-module-*` checks).
+        // SAFETY: a plain C function of this module.
+        let v = unsafe { kp_target_c_func(core::hint::black_box(20)) };
+        if v != 41 {
+            return Err(EINVAL);
+        }
         Ok(KpTarget)
     }
 }

@@ -239,6 +239,18 @@ pub(super) fn build_site(
             entry_args,
             hits: crate::percpu::Counter::new().map_err(enomem)?,
             seq,
+            module: match d.location {
+                ep::Location::Symbol {
+                    module: Some(m), ..
+                } => {
+                    let mut v = KVec::new();
+                    v.extend_from_slice(m.as_bytes(), GFP_KERNEL)
+                        .map_err(enomem)?;
+                    v
+                }
+                _ => KVec::new(),
+            },
+            registered: core::sync::atomic::AtomicBool::new(false),
         },
         GFP_KERNEL,
     )
@@ -463,10 +475,99 @@ pub(super) fn register_probe(site: &mut Site, d: &ProbeDef<'_>) -> Result {
     if r < 0 {
         return Err(Error::from_errno(r));
     }
+    site.set_registered(true);
     Ok(())
 }
 
+/// [`register_probe`], or, as the kernel's `register_trace_kprobe()`, a
+/// site on a module that is not loaded waits for it (`module_coming`).
+pub(super) fn register_or_wait(site: &mut Site, d: &ProbeDef<'_>) -> Result {
+    match register_probe(site, d) {
+        Err(e) if e == ENOENT && !site.module.is_empty() && !module_loaded(&site.module) => {
+            pr_warn!(
+                "This probe might be able to register after target module is loaded. Continue.\n"
+            );
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+/// Whether module `name` is loaded.
+fn module_loaded(name: &[u8]) -> bool {
+    let mut buf = [0u8; 64];
+    let Some(n) = core::str::from_utf8(name).ok() else {
+        return false;
+    };
+    match symbol_spec(&mut buf, None, n) {
+        Some(c) => crate::symbols::module_loaded(c),
+        None => false,
+    }
+}
+
+/// A module is coming (its COMING notifier, text ready, init not run):
+/// registers the sites that wait for it, and again those it had before it
+/// last went (their probes went with its text), armed if their event is
+/// enabled, as the kernel's `trace_kprobe_module_callback()`.
+pub(crate) fn module_coming(name: &[u8]) {
+    let mut g = Locked::lock();
+    for ev in g.events().iter_mut() {
+        let (is_return, tev) = (ev.is_return, ev.tev);
+        for site in ev.sites.iter_mut() {
+            if site.module.as_slice() != name {
+                continue;
+            }
+            let mut def = KVec::new();
+            if def.extend_from_slice(&site.def, GFP_KERNEL).is_err() {
+                continue;
+            }
+            let Ok(line) = core::str::from_utf8(&def) else {
+                continue;
+            };
+            let Ok(ep::Command::Probe(d)) = parse(line) else {
+                continue;
+            };
+            // Under `event_mutex`, as the kernel's callback: enabling
+            // and disabling the event cannot come in between.
+            let _l = SitesLock::lock();
+            unregister_probe(site, is_return);
+            site.rp = fresh(&site.rp);
+            if let Err(e) = register_probe(site, &d) {
+                pr_warn!(
+                    "kprobe_events: {} not registered on module load: {:?}\n",
+                    line,
+                    e
+                );
+                continue;
+            }
+            // SAFETY: a registered event of ours.
+            if unsafe { kp_tev_enabled(tev) } {
+                // SAFETY: a registered probe.
+                let r = unsafe { crate::registry::kp_enable_kprobe(&mut site.rp.kp) };
+                if r != 0 {
+                    pr_warn!("kprobe_events: {} not armed on module load: {}\n", line, r);
+                }
+            }
+        }
+    }
+}
+
+/// A kretprobe as `old` was before registration: what the event set
+/// (instances, entry data), none of what the engine filled in.
+fn fresh(old: &KpKretprobe) -> KpKretprobe {
+    let mut rp = KpKretprobe::new();
+    rp.maxactive = old.maxactive;
+    rp.entry_handler = old.entry_handler;
+    rp.data_size = old.data_size;
+    rp
+}
+
+/// Unregisters the probe of `site` if it is registered.
 pub(super) fn unregister_probe(site: &mut Site, is_return: bool) {
+    if !site.is_registered() {
+        return;
+    }
+    site.set_registered(false);
     if is_return {
         // SAFETY: registered by `register_probe`.
         unsafe { crate::kretprobe::kp_unregister_kretprobe(&mut site.rp) };

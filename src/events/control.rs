@@ -136,6 +136,13 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
     }
 }
 
+/// Parses a line of `kprobe_events` with this kernel's limits.
+pub(super) fn parse(line: &str) -> core::result::Result<Command<'_>, ep::ParseError> {
+    // SAFETY: a constant of the C glue.
+    let max_stack = u32::try_from(unsafe { kp_param_max_stack }).unwrap_or(u32::MAX);
+    ep::parse_line_limited(line, REGS, max_stack)
+}
+
 /// Handles one line; errors are logged against `line` (a removal's are
 /// not logged, as the kernel's `dyn_event_release()` logs none).
 fn run_one(g: &mut Locked, line: &str) -> Result {
@@ -143,9 +150,7 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
         log_error(g, line, kind, pos);
         Err(e)
     };
-    // SAFETY: a constant of the C glue.
-    let max_stack = u32::try_from(unsafe { kp_param_max_stack }).unwrap_or(u32::MAX);
-    let cmd = match ep::parse_line_limited(line, REGS, max_stack) {
+    let cmd = match parse(line) {
         Ok(c) => c,
         Err(e) if line.trim_start().starts_with('-') => {
             return Err(Error::from_errno(-e.kind.errno()))
@@ -289,7 +294,7 @@ fn create(
         undo(&mut ev);
         return Err((ErrKind::FailRegProbe, 0, ENOMEM));
     };
-    if let Err(e) = register_probe(first, d) {
+    if let Err(e) = register_or_wait(first, d) {
         undo(&mut ev);
         return Err(registration_refused(d, e));
     }
@@ -342,7 +347,7 @@ fn append(
     }
     notrace_refused(d)?;
     site.ev = &**ev;
-    register_probe(&mut site, d).map_err(|e| registration_refused(d, e))?;
+    register_or_wait(&mut site, d).map_err(|e| registration_refused(d, e))?;
     // Under `event_mutex`: enabling and disabling the event walk the
     // sites under it, and cannot come between the check and the arming.
     let armed = {
@@ -350,7 +355,7 @@ fn append(
         let r = if ev.sites.reserve(1, GFP_KERNEL).is_err() {
             -(bindings::ENOMEM as c_int)
         // SAFETY: a registered event of ours.
-        } else if unsafe { kp_tev_enabled(ev.tev) } {
+        } else if site.is_registered() && unsafe { kp_tev_enabled(ev.tev) } {
             // SAFETY: a registered probe.
             unsafe { crate::registry::kp_enable_kprobe(&mut site.rp.kp) }
         } else {

@@ -36,6 +36,7 @@ mod fetch;
 mod log;
 mod record;
 
+pub(crate) use compile::module_coming;
 use compile::*;
 pub(crate) use control::*;
 pub use control::{kp_event_command, kp_event_id};
@@ -168,9 +169,24 @@ pub(crate) struct Site {
     pub(super) hits: crate::percpu::Counter,
     /// Definition order across every event (the listing's).
     pub(super) seq: u64,
+    /// `MODULE` of a `MODULE:SYMBOL` location (no NUL), else empty.
+    pub(super) module: KVec<u8>,
+    /// The probe is registered with the engine: not while its module is
+    /// not loaded (the site waits for it, as the kernel's do). Changed
+    /// under `SitesLock`.
+    pub(super) registered: core::sync::atomic::AtomicBool,
 }
 
 impl Site {
+    fn is_registered(&self) -> bool {
+        self.registered.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_registered(&self, on: bool) {
+        self.registered
+            .store(on, core::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The definition after the `p:GRP/EVENT` word: location and
     /// arguments, as the kernel compares and matches them.
     fn body(&self) -> &[u8] {

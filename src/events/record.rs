@@ -163,10 +163,13 @@ pub(crate) unsafe extern "C" fn kp_ev_arm(owner: *mut c_void, on: bool) -> c_int
             }
         }
     };
-    for (i, site) in sites.iter().enumerate() {
+    // Sites waiting for their module have no probe yet: armed when it
+    // loads, if the event is enabled then.
+    let live = |s: &&KBox<Site>| s.is_registered();
+    for (i, site) in sites.iter().filter(live).enumerate() {
         let r = set(site, on);
         if r != 0 && on {
-            for s in sites.iter().take(i) {
+            for s in sites.iter().filter(live).take(i) {
                 set(s, false);
             }
             return r;

@@ -597,6 +597,32 @@ pub(crate) fn count_named(module: Option<&CStr>, name: &CStr) -> usize {
     n
 }
 
+/// Whether module `module` is loaded (it has a symbol; every module has
+/// its init or exit function, or the code a probe would go on). `true`
+/// when the walk is not available, so that callers never wait for a
+/// module that is there. Process context (the walk takes `module_mutex`).
+pub(crate) fn module_loaded(module: &CStr) -> bool {
+    let each = ON_EACH_MODULE_SYMBOL.load(Ordering::Acquire);
+    if each == 0 {
+        return true;
+    }
+    let mut any = false;
+    let mut f = |_: &[u8], _: usize| {
+        any = true;
+        false
+    };
+    let mut walk: EachSymbol<'_> = &mut f;
+    // SAFETY: as in `count_named`.
+    unsafe {
+        kp_call_module_kallsyms_on_each_symbol(
+            each,
+            module.as_char_ptr(),
+            (&mut walk as *mut EachSymbol<'_>).cast(),
+        )
+    };
+    any
+}
+
 /// `return_to_handler`, the function graph tracer's return hook (0 without
 /// the tracer).
 pub(crate) fn return_to_handler() -> usize {
