@@ -564,63 +564,55 @@ pub(crate) fn for_each_match<F: FnMut(usize)>(name: &CStr, mut f: F) {
     };
 }
 
+/// Calls `f(name, address)` for the symbols of every loaded module
+/// (`module` `None`) or of module `module`, until it returns false;
+/// `false` if the walk is not available. Process context (it takes
+/// `module_mutex`).
+fn each_module_symbol(module: Option<&CStr>, mut f: impl FnMut(&[u8], usize) -> bool) -> bool {
+    let each = ON_EACH_MODULE_SYMBOL.load(Ordering::Acquire);
+    if each == 0 {
+        return false;
+    }
+    let mut walk: EachSymbol<'_> = &mut f;
+    // SAFETY: `each` is `module_kallsyms_on_each_symbol` (or its gate),
+    // resolved in `init`; `module` is NULL or NUL-terminated; `walk`
+    // outlives the call, as `kp_symbols_each` wants.
+    unsafe {
+        kp_call_module_kallsyms_on_each_symbol(
+            each,
+            module.map_or(core::ptr::null(), |m| m.as_char_ptr()),
+            (&mut walk as *mut EachSymbol<'_>).cast(),
+        )
+    };
+    true
+}
+
 /// How many symbols are named `name`: in vmlinux and every loaded module
 /// (`module` `None`), or in the loaded module `module` only; as the
 /// kernel's `number_of_same_symbols()` counts them for probe events.
-/// Process context (the module walk takes `module_mutex`).
+/// Process context.
 pub(crate) fn count_named(module: Option<&CStr>, name: &CStr) -> usize {
     let mut n = 0usize;
     if module.is_none() {
         for_each_match(name, |_| n += 1);
     }
-    let each = ON_EACH_MODULE_SYMBOL.load(Ordering::Acquire);
-    if each != 0 {
-        let want = name.as_bytes();
-        let mut f = |s: &[u8], _: usize| {
-            if s == want {
-                n += 1;
-            }
-            true
-        };
-        let mut walk: EachSymbol<'_> = &mut f;
-        // SAFETY: `each` is `module_kallsyms_on_each_symbol` (or its gate),
-        // resolved in `init`; `module` is NULL or NUL-terminated; `walk`
-        // outlives the call, as `kp_symbols_each` wants.
-        unsafe {
-            kp_call_module_kallsyms_on_each_symbol(
-                each,
-                module.map_or(core::ptr::null(), |m| m.as_char_ptr()),
-                (&mut walk as *mut EachSymbol<'_>).cast(),
-            )
-        };
-    }
+    let want = name.as_bytes();
+    each_module_symbol(module, |s, _| {
+        n += usize::from(s == want);
+        true
+    });
     n
 }
 
-/// Whether module `module` is loaded (it has a symbol; every module has
-/// its init or exit function, or the code a probe would go on). `true`
-/// when the walk is not available, so that callers never wait for a
-/// module that is there. Process context (the walk takes `module_mutex`).
+/// Whether module `module` is loaded (has a symbol); `true` when that
+/// cannot be told, so that nothing waits for a module that is there.
+/// Process context.
 pub(crate) fn module_loaded(module: &CStr) -> bool {
-    let each = ON_EACH_MODULE_SYMBOL.load(Ordering::Acquire);
-    if each == 0 {
-        return true;
-    }
     let mut any = false;
-    let mut f = |_: &[u8], _: usize| {
+    !each_module_symbol(Some(module), |_, _| {
         any = true;
         false
-    };
-    let mut walk: EachSymbol<'_> = &mut f;
-    // SAFETY: as in `count_named`.
-    unsafe {
-        kp_call_module_kallsyms_on_each_symbol(
-            each,
-            module.as_char_ptr(),
-            (&mut walk as *mut EachSymbol<'_>).cast(),
-        )
-    };
-    any
+    }) || any
 }
 
 /// `return_to_handler`, the function graph tracer's return hook (0 without
