@@ -15,6 +15,7 @@
 #include <linux/trace_seq.h>
 #include <linux/ptrace.h>
 #include <linux/perf_event.h>
+#include <linux/kprobes.h>
 #include "helpers.h"
 
 struct kp_tev;
@@ -72,22 +73,36 @@ struct kp_file_link {
  * Up to `probes`, the shape of the kernel's struct trace_probe_event
  * (kernel/trace/trace_probe.h), which the kernel assumes around every
  * TRACE_EVENT_FL_KPROBE event: attaching a bpf_override_return() program
- * (CONFIG_BPF_KPROBE_OVERRIDE) looks for the event's first trace_probe
- * with container_of(call, struct trace_probe_event, call). It finds an
- * empty list here (one warning, then -EINVAL: no override on our events)
- * instead of reading outside this struct.
+ * (CONFIG_BPF_KPROBE_OVERRIDE) first asks trace_kprobe_on_func_entry()
+ * and trace_kprobe_error_injectable(), which take the event's first
+ * trace_probe (container_of(call, struct trace_probe_event, call), then
+ * its probes list) as the `tp` of a struct trace_kprobe
+ * (kernel/trace/trace_kprobe.c) and read that kprobe's address, symbol
+ * and offset. An empty list would make them warn. The list holds a
+ * stand-in instead: `stand_in.tp` (list first, as in struct trace_probe)
+ * after zeroes at least as long as what precedes `tp` in a trace_kprobe,
+ * so the kprobe they read has no address and no symbol: not a function
+ * entry, not injectable, and the kernel refuses the program with -EINVAL,
+ * quietly. No override on our events: nothing else reads the stand-in.
  */
 struct kp_tev {
 	unsigned int tpe_flags;		/* trace_probe_event.flags: 0 */
 	struct trace_event_class class;
 	struct trace_event_call call;
 	struct list_head files;		/* kp_file_link, RCU */
-	struct list_head probes;	/* trace_probe_event.probes: empty */
+	struct list_head probes;	/* trace_probe_event.probes: stand_in.tp */
 	void *owner;			/* the Rust event */
 	ssize_t fixed_args;		/* the arguments' bytes, -1: strings */
 	bool is_return;
 	bool registered;
 	atomic_t perf_users;		/* perf events attached */
+	struct {
+		/* struct trace_kprobe's devent, rp, nhit and symbol: zero */
+		char before_tp[1024];
+		/* struct trace_probe: list, then zeroes */
+		struct list_head tp;
+		char after_tp[64];
+	} stand_in;
 };
 
 static DEFINE_MUTEX(kp_events_mutex);
@@ -330,6 +345,13 @@ struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
 		return NULL;
 	INIT_LIST_HEAD(&t->files);
 	INIT_LIST_HEAD(&t->probes);
+#ifdef CONFIG_KPROBES
+	/* What precedes tp in struct trace_kprobe: a dyn_event (two words), a
+	 * kretprobe, two pointers. */
+	BUILD_BUG_ON(sizeof(struct kretprobe) + 8 * sizeof(void *) >
+		     sizeof(t->stand_in.before_tp));
+#endif
+	list_add(&t->stand_in.tp, &t->probes);
 	INIT_LIST_HEAD(&t->class.fields);
 	t->owner = owner;
 	t->fixed_args = fixed_args;

@@ -41,6 +41,7 @@
 #include <linux/sched/task.h>
 #include <linux/ftrace.h>
 #include <linux/trace_recursion.h>
+#include <linux/trace_events.h>
 #include <linux/stddef.h>
 #include <linux/linkage.h>
 #include <linux/objtool.h>
@@ -583,4 +584,28 @@ int kp_test_foreign_callback(unsigned long ip, void (*fn)(void), bool on)
 bool kp_test_foreign_callback_via_list(void)
 {
 	return READ_ONCE(kp_fc_via_list);
+}
+
+/*
+ * The kernel's bpf_override_return() checks (kernel/trace/trace_kprobe.c,
+ * not exported; the addresses come from the caller) on event sys/ev, as
+ * perf_event_attach_bpf_prog() asks them: bit 0 set if
+ * trace_kprobe_on_func_entry() says yes, bit 1 if
+ * trace_kprobe_error_injectable() does; -ENOENT without the event.
+ */
+int kp_test_override_checks(const char *sys, const char *ev,
+			    unsigned long on_entry, unsigned long injectable);
+int kp_test_override_checks(const char *sys, const char *ev,
+			    unsigned long on_entry, unsigned long injectable)
+{
+	bool (*on)(struct trace_event_call *) = (void *)on_entry;
+	bool (*inj)(struct trace_event_call *) = (void *)injectable;
+	struct trace_event_file *file = trace_get_event_file(NULL, sys, ev);
+	int r;
+
+	if (IS_ERR(file))
+		return -ENOENT;
+	r = (on(file->event_call) ? 1 : 0) | (inj(file->event_call) ? 2 : 0);
+	trace_put_event_file(file);
+	return r;
 }

@@ -318,6 +318,67 @@ fn events_multi_site(t: &mut Test) {
     kp_expect_eq!(t, kp::stats().probes, base);
 }
 
+extern "C" {
+    /// `tests/helpers.c`: calls the kernel's `on_entry` and `injectable`
+    /// override checks on event `sys/ev`: bit 0 and bit 1 their answers,
+    /// or -ENOENT.
+    fn kp_test_override_checks(
+        sys: *const core::ffi::c_char,
+        ev: *const core::ffi::c_char,
+        on_entry: usize,
+        injectable: usize,
+    ) -> i32;
+}
+
+/// A `bpf_override_return()` program is refused on our events, quietly:
+/// before attaching one to a kprobe event, the kernel asks
+/// `trace_kprobe_on_func_entry()` and `trace_kprobe_error_injectable()`
+/// about the event's first probe, which on ours is a zeroed stand-in (an
+/// event without one made them warn). Both are asked here as
+/// `perf_event_attach_bpf_prog()` asks them (no test kernel has
+/// `CONFIG_BPF_KPROBE_OVERRIDE`, without which no such program loads);
+/// the splat scan fails the run on a warning.
+fn events_override_refused(t: &mut Test) {
+    if !cfg!(CONFIG_KPROBE_EVENTS) {
+        t.skip("the kernel has no kprobe events: its override checks are stubs that say no");
+        return;
+    }
+    let look = |n: &core::ffi::CStr| {
+        // SAFETY: a NUL-terminated name.
+        unsafe { kp::kp_lookup_symbol(n.as_ptr().cast(), core::ptr::null_mut()) }
+    };
+    let (on_entry, injectable) = (
+        look(c"trace_kprobe_on_func_entry"),
+        look(c"trace_kprobe_error_injectable"),
+    );
+    if on_entry == 0 || injectable == 0 {
+        t.skip("trace_kprobe_on_func_entry or trace_kprobe_error_injectable not found");
+        return;
+    }
+    kp_expect_eq!(
+        t,
+        kp::event_command(c"p:kp_kunit/ov kp_test_c_args"),
+        Ok(())
+    );
+    // SAFETY: NUL-terminated names; the kernel's functions of the type
+    // the helper calls them with.
+    let r = unsafe {
+        kp_test_override_checks(
+            c"kp_kunit".as_ptr(),
+            c"ov".as_ptr(),
+            on_entry,
+            injectable,
+        )
+    };
+    kp_expect_eq!(
+        t,
+        r,
+        0,
+        "override checks (bit 0: on entry, bit 1: injectable)"
+    );
+    kp_expect_eq!(t, kp::event_command(c"-:kp_kunit/ov"), Ok(()));
+}
+
 kunit_suite!(
     kp_events,
     "kp_events",
@@ -325,6 +386,7 @@ kunit_suite!(
         events_perf_counts_hits,
         events_mid_function_breakpoint,
         events_api_errors,
-        events_multi_site
+        events_multi_site,
+        events_override_refused
     ]
 );
