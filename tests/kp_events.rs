@@ -363,12 +363,7 @@ fn events_override_refused(t: &mut Test) {
     // SAFETY: NUL-terminated names; the kernel's functions of the type
     // the helper calls them with.
     let r = unsafe {
-        kp_test_override_checks(
-            c"kp_kunit".as_ptr(),
-            c"ov".as_ptr(),
-            on_entry,
-            injectable,
-        )
+        kp_test_override_checks(c"kp_kunit".as_ptr(), c"ov".as_ptr(), on_entry, injectable)
     };
     kp_expect_eq!(
         t,
