@@ -115,6 +115,49 @@ run_examples() {
 	check example-c-unregistered has 'kprobe_exit: kprobe at [0-9a-f]+ unregistered, [0-9]+ missed'
 }
 
+# --- the kernel's samples/kprobes on include/kp_compat.h ----------------------
+# The kernel's kprobe_example.c and kretprobe_example.c, unmodified but for
+# the include, built against the engine; where the kernel has kprobes, the
+# same two as they are, on the kernel's: the same messages, numbers and
+# addresses aside.
+compat_sample_run() { # module: load, fork once, unload; its messages
+	ex_log
+	insmod $M/$1.ko || return 1
+	sleep 0
+	rmmod $1 || return 1
+	ex_log
+	cp /tmp/ex.log /tmp/$1.log
+	sed -nE 's/0x[0-9a-f]+/N/g; s/[0-9a-f]{8,}/N/g; s/[0-9]+/N/g; /^(kprobe_init: |kprobe_exit: |handler_pre: |handler_post: |Planted return probe |kernel_clone returned |kretprobe at |Missed probing )/p' \
+		/tmp/ex.log | sort -u >/tmp/$1.shape
+}
+compat_same_as_kernel() { # sample
+	compat_sample_run kernel_$1 || return 1
+	echo "--- $1 on the kernel's kprobes:"
+	cat /tmp/kernel_$1.shape
+	cmp /tmp/kp_compat_$1.shape /tmp/kernel_$1.shape
+}
+run_compat_samples() {
+	check compat-kprobe-sample-runs compat_sample_run kp_compat_kprobe_example
+	echo "--- kprobe_example on the engine (include/kp_compat.h):"
+	cat /tmp/kp_compat_kprobe_example.shape
+	check compat-kprobe-sample-planted grep -q '^kprobe_init: Planted kprobe at ' /tmp/kp_compat_kprobe_example.log
+	check compat-kprobe-sample-pre grep -qE '^handler_pre: <kernel_clone> p->addr = 0x[0-9a-f]+, (ip = [0-9a-f]+, flags|pc = 0x[0-9a-f]+, pstate) = 0x' /tmp/kp_compat_kprobe_example.log
+	check compat-kprobe-sample-post grep -qE '^handler_post: <kernel_clone> p->addr = 0x[0-9a-f]+, (flags|pstate) = 0x' /tmp/kp_compat_kprobe_example.log
+	check compat-kprobe-sample-unregistered grep -q '^kprobe_exit: kprobe at .* unregistered' /tmp/kp_compat_kprobe_example.log
+	check compat-kretprobe-sample-runs compat_sample_run kp_compat_kretprobe_example
+	echo "--- kretprobe_example on the engine (include/kp_compat.h):"
+	cat /tmp/kp_compat_kretprobe_example.shape
+	check compat-kretprobe-sample-planted grep -q '^Planted return probe at kernel_clone: ' /tmp/kp_compat_kretprobe_example.log
+	check compat-kretprobe-sample-returns grep -qE '^kernel_clone returned [1-9][0-9]* and took [0-9]+ ns to execute' /tmp/kp_compat_kretprobe_example.log
+	check compat-kretprobe-sample-missed grep -q '^Missed probing 0 instances of kernel_clone' /tmp/kp_compat_kretprobe_example.log
+	if [ -z "$KERNEL_KPROBES" ]; then
+		echo "KP-CHECK: skip compat-samples-as-kernel (the kernel has no kprobes to compare with)"
+		return
+	fi
+	check compat-kprobe-sample-as-kernel compat_same_as_kernel kprobe_example
+	check compat-kretprobe-sample-as-kernel compat_same_as_kernel kretprobe_example
+}
+
 # --- access control ------------------------------------------------------------
 # as_nobody CMD: runs CMD as the unprivileged user.
 as_nobody() {

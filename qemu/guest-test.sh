@@ -94,6 +94,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	rmmod kprobe_example
 	echo 1 >$KP/ftrace
 	run_examples
+	run_compat_samples
 	# The client module of README.md, built out of tree by build-client.sh.
 	check readme-client-insmod insmod $M/my_probe.ko
 	activity

@@ -18,6 +18,22 @@ mkdir -p "$out"
 rsync -a -c --no-times --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
 	--exclude 'modules.order' --exclude 'Module.symvers' --exclude '*.rmeta' --exclude '*.d' \
 	"$here/Kbuild" "$here/src" "$here/arch" "$here/tests" "$here/examples" "$here/include" "$here/bench" "$out/"
+# The kernel's samples/kprobes, unmodified but for the include: once
+# against the engine (kp_compat.h), and as they are (where the kernel has
+# kprobes) to compare their output. Written only when they change, so that
+# Kbuild stays incremental.
+mkdir -p "$out/samples/kp" "$out/samples/kernel"
+for f in kprobe_example kretprobe_example; do
+	sed 's|#include <linux/kprobes.h>|#include "kp_compat.h"|' "$KSRC/samples/kprobes/$f.c" >"$out/samples/kp/$f.c.new"
+	cp "$KSRC/samples/kprobes/$f.c" "$out/samples/kernel/$f.c.new"
+	for d in kp kernel; do
+		if cmp -s "$out/samples/$d/$f.c.new" "$out/samples/$d/$f.c"; then
+			rm "$out/samples/$d/$f.c.new"
+		else
+			mv "$out/samples/$d/$f.c.new" "$out/samples/$d/$f.c"
+		fi
+	done
+done
 extra=()
 [ "${CLIPPY:-0}" = 1 ] && extra+=(CLIPPY=1)
 make -s -C "$kdir" M="$out" ARCH="$(karch_for "$arch")" LLVM="$(llvm_for "$arch")" KCFLAGS=-Werror "${extra[@]}" modules
