@@ -108,9 +108,11 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events_tracefs
 	run_events_standard
 	run_ftracetest
+	run_tools
 	run_events_bpf
 	run_events_listing_vs_kernel
 	run_events_types_vs_kernel
+	run_events_long_string_vs_kernel
 	run_events_retprobe_args_vs_kernel
 	run_events_stress
 	run_events_write_chunks

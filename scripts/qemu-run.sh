@@ -42,6 +42,13 @@ fi
 if [ "$job" = test ]; then
 	cp -r "$KSRC/tools/testing/selftests/ftrace" "$root/ftrace"
 fi
+# Debian's perf and trace-cmd with their libraries (scripts/tools-sysroot.sh)
+# where the engine serves the standard files (the kernels without kprobes:
+# the hardened ones). KP_TOOLS=1 adds them elsewhere too.
+if [ "$job" = test ] && { [ "${arch%-hardened}" != "$arch" ] || [ "${KP_TOOLS:-0}" = 1 ]; }; then
+	sysroot=$("$here/scripts/tools-sysroot.sh" "$karch")
+	"$here/scripts/copy-elf.sh" "$sysroot" "$root" /usr/bin/perf /usr/bin/trace-cmd
+fi
 # The guest's BPF loader (static, no libc: the initramfs has none).
 case $karch in x86_64) ctarget=x86_64-linux-gnu ;; arm64) ctarget=aarch64-linux-gnu ;; esac
 clang --target=$ctarget -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector \

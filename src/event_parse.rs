@@ -132,6 +132,10 @@ pub enum ErrKind {
     ImmStrNoClose,
     /// `@+OFFS`: a file offset (uprobes only).
     FileOnKprobe,
+    /// A bare name (a BTF argument name: the engine has no BTF).
+    NoSupBtfArg,
+    /// `$arg*` twice.
+    DoubleArgs,
     /// `$argN` on a probe that is not at a function entry or exit.
     NoFentryArgs,
     /// `TYPE[N` without the `]`.
@@ -148,6 +152,8 @@ pub enum ErrKind {
     FailRegProbe,
     /// The address is not on an instruction boundary.
     BadInsnBndry,
+    /// A `p`/`r` line without a location (the kernel's `-ECANCELED`).
+    NoLocation,
     /// An appended site of another kind (`p` to `r` or back).
     DiffProbeType,
     /// An appended site's arguments differ in number, name or type.
@@ -202,6 +208,8 @@ impl ErrKind {
             NeedStringType => "$comm and immediate-string only accepts string type",
             ImmStrNoClose => "String is not closed with '\"'",
             FileOnKprobe => "File offset is not available with kprobe",
+            NoSupBtfArg => "BTF is not available or not supported",
+            DoubleArgs => "$arg* can be used only once in the parameters",
             NoFentryArgs => "$arg* can be used only on function entry or exit",
             ArrayNoClose => "Array is not closed",
             BadArraySuffix => "Array has wrong suffix",
@@ -210,11 +218,22 @@ impl ErrKind {
             EventExist => "Given group/event name is already used by another event",
             FailRegProbe => "Failed to register probe event",
             BadInsnBndry => "Probe point is not an instruction boundary",
+            NoLocation => "Failed to parse the command",
             DiffProbeType => "Probe type is different from existing probe",
             DiffArgType => "Argument type or name is different from existing probe",
             SameProbe => "There is already the exact same probe event",
             NonUniqSymbol => "The symbol is not unique",
         }
+    }
+
+    /// Whether the kernel writes an `error_log` entry for this error: not
+    /// for a line that is no probe definition at all (an unknown command,
+    /// no location: its `-ECANCELED`) nor for too many arguments.
+    pub fn logged(self) -> bool {
+        !matches!(
+            self,
+            ErrKind::BadCommand | ErrKind::NoLocation | ErrKind::TooManyArgs
+        )
     }
 
     /// The errno a write of such a line fails with (positive).
@@ -695,6 +714,41 @@ pub fn parse_line_limited<'a>(
     regs: &'static RegTable,
     max_stack: u32,
 ) -> Res<Command<'a>> {
+    parse_line_checked(line, regs, max_stack, &mut retprobe_at_entry)
+}
+
+/// The return-probe rule without a kernel to ask: a return probe on a
+/// symbol is at its entry (offset 0); [`parse_line_checked`]'s callers
+/// apply it themselves (the kernel refuses only an offset that lands inside
+/// a function, and leaves one past every symbol to registration).
+pub fn retprobe_at_entry(loc: &Location<'_>, is_return: bool, pos: usize) -> Res<()> {
+    if is_return && matches!(loc, Location::Symbol { offset, .. } if *offset != 0) {
+        return err(ErrKind::BadRetprobe, pos);
+    }
+    Ok(())
+}
+
+/// [`parse_line_limited`], with the running kernel's location checks:
+/// `check` is what the kernel checks of a probe's location against the
+/// running kernel while it parses a line (the symbol known and unique, a
+/// return probe at a function entry, see [`retprobe_at_entry`]), called
+/// with the location, whether it is a return probe and where the location
+/// starts in the line, right where the kernel checks, so that a line with
+/// several errors reports the one the kernel reports. The order is the
+/// kernel's `__trace_kprobe_create()`: the command and its instance count,
+/// the location (its suffix, offset, `check`), the group and event names,
+/// then each argument (name, type, expression). (A generic, not a `dyn`:
+/// on kCFI kernels the indirect call to a closure taking a `Location`
+/// failed its type check, an oops.)
+pub fn parse_line_checked<'a, F>(
+    line: &'a str,
+    regs: &'static RegTable,
+    max_stack: u32,
+    check: &mut F,
+) -> Res<Command<'a>>
+where
+    F: FnMut(&Location<'_>, bool, usize) -> Res<()>,
+{
     let line = match line.find('#') {
         Some(i) => sub(line, 0, i),
         None => line,
@@ -739,9 +793,9 @@ pub fn parse_line_limited<'a>(
         }
         'p' | 'r' => {
             let mut is_return = kind == 'r';
-            let maxactive = if rest.is_empty() {
-                None
-            } else {
+            // An instance count only when a digit follows (the kernel
+            // ignores anything else before the ':').
+            let maxactive = if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
                 if kind == 'p' {
                     return err(ErrKind::BadMaxactType, past(cpos, 0));
                 }
@@ -757,31 +811,37 @@ pub fn parse_line_limited<'a>(
                     return err(ErrKind::MaxactTooBig, past(cpos, 0));
                 }
                 Some(m)
+            } else {
+                None
             };
+            let Some((lpos, loc)) = toks.next() else {
+                return err(ErrKind::NoLocation, cpos);
+            };
+            let location = match parse_u64(loc) {
+                Some(a) => Location::Address(a),
+                None => {
+                    // (A uprobe's PATH:OFFSET: not a kprobe line.)
+                    if loc.contains('/') && loc.contains(':') {
+                        return err(ErrKind::NoLocation, lpos);
+                    }
+                    let loc = match loc.find('%') {
+                        Some(i) => {
+                            if from(loc, past(0, i)) != "return" {
+                                return err(ErrKind::BadAddrSuffix, add(lpos, i));
+                            }
+                            is_return = true;
+                            sub(loc, 0, i)
+                        }
+                        None => loc,
+                    };
+                    parse_location(loc, lpos)?
+                }
+            };
+            check(&location, is_return, lpos)?;
             let (group, event) = match names {
                 Some((n, npos)) => parse_names(n, npos)?,
                 None => (None, None),
             };
-            let Some((lpos, loc)) = toks.next() else {
-                return err(ErrKind::BadProbeAddr, line.len());
-            };
-            let (loc, suffix) = match loc.find('%') {
-                Some(i) => (sub(loc, 0, i), Some((from(loc, past(0, i)), add(lpos, i)))),
-                None => (loc, None),
-            };
-            if let Some((s, spos)) = suffix {
-                if s != "return" || kind == 'r' {
-                    return err(ErrKind::BadAddrSuffix, spos);
-                }
-                is_return = true;
-            }
-            let location = parse_location(loc, lpos)?;
-            if is_return && !matches!(location, Location::Symbol { offset: 0, .. }) {
-                return err(ErrKind::BadRetprobe, lpos);
-            }
-            if maxactive.is_some() && !is_return {
-                return err(ErrKind::BadMaxactType, past(cpos, 0));
-            }
             let args_start = toks.next().map_or(line.len(), |(p, _)| p);
             let def = ProbeDef {
                 is_return,
@@ -823,7 +883,9 @@ fn parse_location(s: &str, pos: usize) -> Res<Location<'_>> {
         },
         None => (sym, 0),
     };
-    if !is_symbol(name) || module.is_some_and(|m| !is_symbol(m)) {
+    // A module's symbol is not checked until the module is there (the
+    // kernel's validate_module_probe_symbol() skips a module not loaded).
+    if module.is_none() && !is_symbol(name) {
         return err(ErrKind::BadProbeAddr, pos);
     }
     Ok(Location::Symbol {
@@ -867,30 +929,57 @@ impl<'a> ProbeDef<'a> {
     }
 
     fn validate_args(&self) -> Res<()> {
-        let mut n = 0;
-        for (i, a) in self.args().enumerate() {
-            let a = a?;
-            n = add(n, 1);
-            if n > MAX_ARGS {
-                return err(ErrKind::TooManyArgs, self.args_pos);
+        // The count first (the kernel's -E2BIG, no error_log entry).
+        if tokens(self.args_text, self.args_pos).count() > MAX_ARGS {
+            return err(ErrKind::TooManyArgs, self.args_pos);
+        }
+        let ctx = ArgCtx {
+            is_return: self.is_return,
+            at_entry: self.at_entry(),
+            regs: self.regs,
+            max_stack: self.max_stack,
+        };
+        // The kernel's look at every unnamed `$arg...` argument first
+        // (argv_has_var_arg()): at a function entry or return only, a
+        // number or `*` (BTF's every argument: once, and not supported
+        // here, as on a kernel without BTF).
+        let mut star = None;
+        for (pos, tok) in tokens(self.args_text, self.args_pos) {
+            let Some(rest) = tok.strip_prefix("$arg") else {
+                continue;
+            };
+            if !ctx.at_entry && !ctx.is_return {
+                return err(ErrKind::NoFentryArgs, pos);
             }
-            // Not a field every record has (the kernel's
-            // reserved_field_names), and unique, generated `argN` included.
-            if a.name.is_some_and(|n| RESERVED_FIELD_NAMES.contains(&n)) {
-                let pos = tokens(self.args_text, self.args_pos)
-                    .nth(i)
-                    .map_or(self.args_pos, |(p, _)| p);
+            if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+                continue;
+            }
+            if !rest.starts_with('*') {
+                return err(ErrKind::BadVar, pos);
+            }
+            if star.is_some() {
+                return err(ErrKind::DoubleArgs, pos);
+            }
+            star = Some(pos);
+        }
+        if let Some(pos) = star {
+            return err(ErrKind::NoSupBtfArg, pos);
+        }
+        for (i, (pos, tok)) in tokens(self.args_text, self.args_pos).enumerate() {
+            // As the kernel's traceprobe_parse_probe_arg(): the name, then
+            // whether it is taken (a field every record has, the kernel's
+            // reserved_field_names, or an earlier argument's, generated
+            // `argN` included), then the body.
+            let name = arg_name(tok, pos)?;
+            if name.is_some_and(|n| RESERVED_FIELD_NAMES.contains(&n)) {
                 return err(ErrKind::UsedArgName, pos);
             }
-            for (j, b) in self.args().enumerate().take(i) {
-                let b = b?;
-                if names_equal(a.name, i, b.name, j) {
-                    let pos = tokens(self.args_text, self.args_pos)
-                        .nth(i)
-                        .map_or(self.args_pos, |(p, _)| p);
+            for (j, (bpos, b)) in tokens(self.args_text, self.args_pos).enumerate().take(i) {
+                if names_equal(name, i, arg_name(b, bpos)?, j) {
                     return err(ErrKind::UsedArgName, pos);
                 }
             }
+            parse_arg(tok, pos, &ctx)?;
         }
         Ok(())
     }
@@ -1031,7 +1120,22 @@ fn parse_type(s: &str, pos: usize) -> Res<Type> {
                 (b'u', Some(n)) => Type::Unsigned(n),
                 (b's', Some(n)) => Type::Signed(n),
                 (b'x', Some(n)) => Type::Hex(n),
-                (b'b', _) => return parse_bitfield(bits, pos),
+                // The container here (the kernel's find_fetch_type()), the
+                // rest after the expression (`bitfield_of`).
+                (b'b', _) => {
+                    let c = bits
+                        .split_once('/')
+                        .and_then(|(_, c)| parse_u64(c))
+                        .filter(|c| matches!(c, 8 | 16 | 32 | 64));
+                    match c {
+                        Some(c) => Type::Bitfield {
+                            width: 0,
+                            offset: 0,
+                            container: (c / 8) as u8,
+                        },
+                        None => return err(ErrKind::BadType, pos),
+                    }
+                }
                 _ => return err(ErrKind::BadType, pos),
             }
         }
@@ -1039,21 +1143,17 @@ fn parse_type(s: &str, pos: usize) -> Res<Type> {
     Ok(t)
 }
 
-/// `<width>@<offset>/<container-size>` after the `b`.
-fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
+/// `<width>@<offset>/<container-size>` after the `b`, as the kernel's
+/// __parse_bitfield_probe_arg() reads them (numbers in any base; the
+/// container is known valid by then).
+fn bitfield_of(s: &str, pos: usize) -> Res<Type> {
     let bad = ParseError {
         kind: ErrKind::BadBitfield,
         pos,
     };
     let (w, rest) = s.split_once('@').ok_or(bad)?;
     let (o, c) = rest.split_once('/').ok_or(bad)?;
-    let num = |x: &str| {
-        if x.is_empty() || !x.bytes().all(|c| c.is_ascii_digit()) {
-            None
-        } else {
-            x.parse::<u32>().ok()
-        }
-    };
+    let num = |x: &str| parse_u64(x).and_then(|v| u32::try_from(v).ok());
     let (w, o, c) = (num(w).ok_or(bad)?, num(o).ok_or(bad)?, num(c).ok_or(bad)?);
     // Each of the three is any u32 the user wrote: compare without a sum
     // that could overflow (`b4294967295@1/64` once panicked here).
@@ -1069,6 +1169,16 @@ fn parse_bitfield(s: &str, pos: usize) -> Res<Type> {
 }
 
 /// Parses `[NAME=]FETCHARG[:TYPE]` at `pos`.
+/// An argument's `NAME=`, checked (None: no name given).
+fn arg_name(tok: &str, pos: usize) -> Res<Option<&str>> {
+    let errs = [
+        ErrKind::NoArgName,
+        ErrKind::ArgNameTooLong,
+        ErrKind::BadArgName,
+    ];
+    Ok(split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?.0)
+}
+
 fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let errs = [
         ErrKind::NoArgName,
@@ -1076,44 +1186,58 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
         ErrKind::BadArgName,
     ];
     let (name, body, bpos) = split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?;
-    if body.is_empty() {
-        return err(ErrKind::NoArgBody, bpos);
-    }
     if body.len() > MAX_ARG_LEN {
         return err(ErrKind::ArgTooLong, bpos);
     }
-    // The type suffix: the last ':' outside parentheses.
-    let (expr, ty) = match body.rfind(':') {
-        Some(i) if !from(body, i).contains(')') => (
+    if body.is_empty() {
+        return err(ErrKind::NoArgBody, bpos);
+    }
+    // The type first, as the kernel's parse_probe_arg_type(): after the
+    // first ':'; `$comm` and immediate strings are known by their text.
+    let (expr, ty) = match body.find(':') {
+        Some(i) => (
             sub(body, 0, i),
             Some((from(body, past(0, i)), past(bpos, i))),
         ),
-        _ => (body, None),
+        None => (body, None),
     };
-    let mut ops = [Op::Imm(0); MAX_OPS];
-    let mut nops = 0u8;
-    parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
-    let base = ops[0];
-    // `$comm` and immediate strings: a string, and nothing else.
-    let text_base = matches!(base, Op::Comm | Op::ImmStr(_));
-    let last_is_deref = matches!(
-        ops.get(usize::from(nops).wrapping_sub(1)),
-        Some(Op::Deref { .. })
-    );
-    let (ty, count) = match ty {
+    let text_base = expr == "$comm" || expr == "$COMM" || expr.starts_with("\\\"");
+    let typed = match ty {
         Some((t, tpos)) => {
             let (t, count) = split_array(t, tpos)?;
             if text_base && (count != 0 || t != "string") {
                 return err(ErrKind::NeedStringType, tpos);
             }
-            let t = parse_type(t, tpos)?;
+            Some((parse_type(t, tpos)?, count, tpos))
+        }
+        None => None,
+    };
+    let mut ops = [Op::Imm(0); MAX_OPS];
+    let mut nops = 0u8;
+    parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
+    let last_is_deref = matches!(
+        ops.get(usize::from(nops).wrapping_sub(1)),
+        Some(Op::Deref { .. })
+    );
+    // Then what the kernel's finalize_fetch_insn() checks: strings are
+    // read from memory (or are `$comm` or immediate), and so are arrays:
+    // their values, or their string pointers; a bitfield's width and
+    // offset. Its carets there count from where parsing a dereference
+    // left its offset: past the outermost `+OFFS(` (`deref_shift`).
+    let (ty, count) = match typed {
+        Some((t, count, tpos)) => {
+            let fpos = add(tpos, deref_shift(expr));
             if matches!(t, Type::String | Type::UString) && !text_base && !last_is_deref {
-                return err(ErrKind::BadString, tpos);
+                return err(ErrKind::BadString, fpos);
             }
-            // An array is read from memory: its values, or its string
-            // pointers (as the kernel's finalize_fetch_insn()).
+            let t = match t {
+                Type::Bitfield { .. } => {
+                    bitfield_of(from(from(body, tpos.saturating_sub(bpos)), 1), fpos)?
+                }
+                t => t,
+            };
             if count != 0 && (t == Type::SymStr || !last_is_deref) {
-                return err(ErrKind::BadString, tpos);
+                return err(ErrKind::BadString, fpos);
             }
             (t, count)
         }
@@ -1128,6 +1252,21 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
         ty,
         count,
     })
+}
+
+/// How far the kernel's parse offset has moved when an expression is
+/// parsed: past the outermost `+|-[u]OFFS(` of a dereference (at its `(`
+/// for `+u`, the kernel's arithmetic), else not at all.
+fn deref_shift(expr: &str) -> usize {
+    if !expr.starts_with(['+', '-']) {
+        return 0;
+    }
+    match expr.find('(') {
+        Some(open) => {
+            past(0, open).saturating_sub(usize::from(sub(expr, 1, open).starts_with('u')))
+        }
+        None => 0,
+    }
 }
 
 fn push<'a>(ops: &mut [Op<'a>; MAX_OPS], nops: &mut u8, op: Op<'a>, pos: usize) -> Res<()> {
@@ -1286,6 +1425,9 @@ fn parse_expr<'a>(
             }
             push(ops, nops, Op::Deref { offset, user }, kpos)
         }
+        // A bare name is a BTF argument name for the kernel; without BTF
+        // (and in this engine) not supported.
+        c if c.is_ascii_alphabetic() || c == b'_' => err(ErrKind::NoSupBtfArg, pos),
         _ => err(ErrKind::BadFetchArg, pos),
     }
 }

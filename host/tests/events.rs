@@ -305,16 +305,30 @@ fn errors_with_positions() {
     let cases: &[(&str, ErrKind, usize)] = &[
         ("x:foo do_sys_open", BadCommand, 0),
         ("p5 do_sys_open", BadMaxactType, 1),
-        ("rx do_sys_open", BadMaxact, 1),
+        ("r1a111 do_sys_open", BadMaxact, 1),
         ("r5000 do_sys_open", MaxactTooBig, 1),
-        ("p", BadProbeAddr, 1),
-        ("p:ev", BadProbeAddr, 4),
+        // No location: not a probe line for the kernel (no error_log).
+        ("p", NoLocation, 0),
+        ("p:ev", NoLocation, 0),
         ("p 12zz", BadProbeAddr, 2),
         ("p do+sys", BadProbeAddr, 2),
         ("r do_sys_open+4", BadRetprobe, 2),
         ("p do_sys_open+4%return", BadRetprobe, 2),
         ("p do_sys_open%ret", BadAddrSuffix, 13),
-        ("r do_sys_open%return", BadAddrSuffix, 13),
+        ("r do_sys_open%returnx", BadAddrSuffix, 13),
+        // The kernel's order: the location before the names, the names
+        // before the arguments, an argument's name before its body and
+        // its type before its expression.
+        ("p:G/e.x do_sys_open+8%return", BadRetprobe, 8),
+        ("p:/e do_sys_open%x", BadAddrSuffix, 16),
+        ("p:G/1e do_sys_open $nope", BadEventName, 4),
+        (
+            "p do_sys_open __probe_ip=+0($stack9999):u32",
+            UsedArgName,
+            14,
+        ),
+        ("p do_sys_open a=$arg0:nope", BadType, 22),
+        ("p do_sys_open a=$arg1 a=$nope", UsedArgName, 22),
         ("p:/ev do_sys_open", NoGroupName, 2),
         ("p:1grp/ev do_sys_open", BadGroupName, 2),
         ("p:grp/ev-x do_sys_open", BadEventName, 6),
@@ -344,13 +358,24 @@ fn errors_with_positions() {
         ("p do_sys_open a=\\\"abc\":u8", NeedStringType, 23),
         ("p do_sys_open a=\\\"abc\":string[2]", NeedStringType, 23),
         ("p do_sys_open a=+0(\\\"abc\")", CommCantDeref, 19),
-        ("p do_sys_open a=di", BadFetchArg, 16),
+        // A bare name: a BTF argument name for the kernel.
+        ("p do_sys_open a=di", NoSupBtfArg, 16),
+        ("p do_sys_open a=1", BadFetchArg, 16),
+        // Unnamed `$arg...` first, as the kernel's argv_has_var_arg().
+        ("p do_sys_open+4 +0($arg1) $arg1", NoFentryArgs, 26),
+        ("p do_sys_open $arg*", NoSupBtfArg, 14),
+        ("p do_sys_open $arg* $arg*", DoubleArgs, 20),
+        ("p do_sys_open $argx", BadVar, 14),
+        // Errors the kernel finds after the expression: their caret past
+        // the outermost dereference's '(' (its offset is left there).
+        ("p do_sys_open a=-29(%si):b0@0/8", BadBitfield, 29),
+        ("p do_sys_open a=+0(%di):symstr[2]", BadString, 27),
         ("p do_sys_open a=%di:u7", BadType, 20),
         ("p do_sys_open a=%di:", BadType, 20),
         ("p do_sys_open a=%di:string", BadString, 20),
         ("p do_sys_open a=%di:b0@0/32", BadBitfield, 20),
         ("p do_sys_open a=%di:b8@30/32", BadBitfield, 20),
-        ("p do_sys_open a=%di:b8@0/12", BadBitfield, 20),
+        ("p do_sys_open a=%di:b8@0/12", BadType, 20),
         ("p do_sys_open a=$comm:u32", NeedStringType, 22),
         (
             "p do_sys_open abcdefghijabcdefghijabcdefghijabc=%di",
@@ -381,7 +406,6 @@ fn errors_with_positions() {
         // Read from memory only; `$comm` is one string.
         ("p do_sys_open a=%di:x8[4]", BadString, 20),
         ("p do_sys_open a=$comm:string[2]", NeedStringType, 22),
-        ("p do_sys_open a=+0(%di):symstr[2]", BadString, 24),
         // Fifteen operations at most (FETCH_INSN_MAX less its end): the
         // caret at the level that overflows, past its '('.
         (
@@ -719,13 +743,22 @@ fn edge_values_refused_with_their_error() {
         "p:x do_sys_open a=%di:b65@0/64",
         "p:x do_sys_open a=%di:b64@1/64",
         "p:x do_sys_open a=%di:b1@64/64",
-        "p:x do_sys_open a=%di:b1@0/4294967295",
-        "p:x do_sys_open a=%di:b1@0/4294967296",
         "p:x do_sys_open a=%di:b4294967296@0/64",
         "p:x do_sys_open a=%di:b-1@0/64",
     ] {
         assert_eq!(err(line), BadBitfield, "{line}");
     }
+    // The container is the type's (the kernel's find_fetch_type()).
+    for line in [
+        "p:x do_sys_open a=%di:b1@0/4294967295",
+        "p:x do_sys_open a=%di:b1@0/4294967296",
+        "p:x do_sys_open a=%di:b1@0/12",
+        "p:x do_sys_open a=%di:b1@0",
+    ] {
+        assert_eq!(err(line), BadType, "{line}");
+    }
+    // Any base, as simple_strtoul(.., 0).
+    ok("p:x do_sys_open a=%di:b0x8@010/0x40");
     ok("p:x do_sys_open a=%di:b64@0/64");
     ok("p:x do_sys_open a=%di:b1@63/64");
     ok("p:x do_sys_open a=%di:b8@0/8");

@@ -109,7 +109,10 @@ pub(super) fn compile_arg(
                 buf[..n].copy_from_slice(&name.as_bytes()[..n]);
                 let c =
                     CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| bad(ErrKind::BadMemAddr))?;
-                let base = crate::symbols::lookup_name(c).ok_or(bad(ErrKind::BadMemAddr))?;
+                // Unknown: the kernel finds out at registration
+                // (traceprobe_update_arg(), -ENOENT) and blames the probe's
+                // location.
+                let base = crate::symbols::lookup_name(c).ok_or((ErrKind::BadProbeAddr, ENOENT))?;
                 Op::Addr((base as u64).wrapping_add(offset as u64))
             }
             Op::Reg(r) => Op::Reg(r),
@@ -246,9 +249,9 @@ pub(super) fn build_site(
                     let mut v = KVec::new();
                     v.extend_from_slice(m.as_bytes(), GFP_KERNEL)
                         .map_err(enomem)?;
-                    v
+                    Some(v)
                 }
-                _ => KVec::new(),
+                _ => None,
             },
             registered: core::sync::atomic::AtomicBool::new(false),
         },
@@ -446,8 +449,26 @@ pub(super) fn register_probe(site: &mut Site, d: &ProbeDef<'_>) -> Result {
             offset,
         } => {
             let spec = symbol_spec(&mut sym, module, name).ok_or(EINVAL)?;
-            kp.symbol_name = spec.as_char_ptr().cast();
-            kp.offset = u32::try_from(offset).map_err(|_| EINVAL)?;
+            let offset = u32::try_from(offset).map_err(|_| EINVAL)?;
+            // Past the symbol's end (perf probe writes `_text+OFFSET` for
+            // every kernel function it probes without debuginfo): by
+            // address, as the kernel's kprobe events take it; the engine
+            // checks the function it lands in. (Its own API keeps an
+            // offset inside the named symbol.)
+            // (A label like arm64's `_text` has no size at all.)
+            let base = crate::symbols::lookup_name(spec);
+            let inside = base
+                .and_then(crate::symbols::bounds)
+                .is_some_and(|b| (offset as usize) < b.size);
+            match base {
+                Some(b) if !inside && offset != 0 => {
+                    kp.addr = b.checked_add(offset as usize).ok_or(EINVAL)? as *mut c_void;
+                }
+                _ => {
+                    kp.symbol_name = spec.as_char_ptr().cast();
+                    kp.offset = offset;
+                }
+            }
         }
         ep::Location::Address(a) => kp.addr = a as usize as *mut c_void,
     }
@@ -483,13 +504,33 @@ pub(super) fn register_probe(site: &mut Site, d: &ProbeDef<'_>) -> Result {
 /// site on a module that is not loaded waits for it (`module_coming`).
 pub(super) fn register_or_wait(site: &mut Site, d: &ProbeDef<'_>) -> Result {
     match register_probe(site, d) {
-        Err(e) if e == ENOENT && !site.module.is_empty() && !module_loaded(&site.module) => {
+        Err(_) if site.module.as_deref().is_some_and(|m| !module_loaded(m)) => {
             pr_warn!(
                 "This probe might be able to register after target module is loaded. Continue.\n"
             );
+            // Listed as given until registered (the kernel's `r:` before
+            // a kretprobe gets its default instance count).
+            set_def(site, d, false);
             Ok(())
         }
         r => r,
+    }
+}
+
+/// The site's listing line: a return probe without an instance count
+/// shows the default once `registered`, as the kernel's. (Out of memory:
+/// the line stays as it was.)
+pub(super) fn set_def(site: &mut Site, d: &ProbeDef<'_>, registered: bool) {
+    let listed = if registered {
+        d.with_default_maxactive(crate::kretprobe::default_maxactive() as u32)
+    } else {
+        *d
+    };
+    let mut def = KVec::new();
+    let mut w = VecWriter(&mut def, false);
+    let _ = write!(w, "{}", listed);
+    if !w.1 {
+        site.def = def;
     }
 }
 
@@ -514,7 +555,7 @@ pub(crate) fn module_coming(name: &[u8]) {
     for ev in g.events().iter_mut() {
         let (is_return, tev) = (ev.is_return, ev.tev);
         for site in ev.sites.iter_mut() {
-            if site.module.as_slice() != name {
+            if site.module.as_deref() != Some(name) {
                 continue;
             }
             let mut def = KVec::new();
@@ -540,6 +581,7 @@ pub(crate) fn module_coming(name: &[u8]) {
                 );
                 continue;
             }
+            set_def(site, &d, true);
             // SAFETY: a registered event of ours.
             if unsafe { kp_tev_enabled(tev) } {
                 // SAFETY: a registered probe.

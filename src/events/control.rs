@@ -119,6 +119,18 @@ extern "C" {
 /// Handles one line: `%pd`/`%pD` arguments expanded first, as the kernel
 /// does before it parses (its error log then shows the expanded line).
 pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
+    // As the kernel takes a line: without its comment, and as the words
+    // argv_split() makes of it, one space apart (what its error_log shows,
+    // and counts carets in).
+    let text = line.split('#').next().unwrap_or("");
+    let mut words = KVec::with_capacity(text.len(), GFP_KERNEL)?;
+    for (i, w) in text.split_ascii_whitespace().enumerate() {
+        if i > 0 {
+            words.push(b' ', GFP_KERNEL)?;
+        }
+        words.extend_from_slice(w.as_bytes(), GFP_KERNEL)?;
+    }
+    let line = core::str::from_utf8(&words).map_err(|_| EINVAL)?;
     // SAFETY: constants of the C glue.
     let (d, f) = unsafe { (kp_dentry_name_offset, kp_file_dentry_offset) };
     // The line's words, one space apart (no longer than the line), and the
@@ -150,9 +162,45 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
         log_error(g, line, kind, pos);
         Err(e)
     };
-    let cmd = match parse(line) {
+    // The symbol is checked where the kernel checks it while parsing (its
+    // validate_probe_symbol()): a name several functions share is refused
+    // (probe by address then), an unknown one is an invalid symbol.
+    // Then a return probe at a function entry, as its kprobe_on_func_entry()
+    // says: an offset into a function is refused, one past every symbol is
+    // left to registration (an invalid address there).
+    let mut check = |loc: &ep::Location<'_>, is_return: bool, lpos: usize| {
+        let bad = |kind| Err(ep::ParseError { kind, pos: lpos });
+        let ep::Location::Symbol {
+            module,
+            name,
+            offset,
+        } = *loc
+        else {
+            return Ok(());
+        };
+        match count_symbol(module, name) {
+            Some(n) if n > 1 => return bad(ErrKind::NonUniqSymbol),
+            Some(0) if module.is_none() => return bad(ErrKind::BadProbeAddr),
+            _ => {}
+        }
+        let mut buf = [0u8; 256];
+        let lands = symbol_spec(&mut buf, module, name)
+            .and_then(crate::symbols::lookup_name)
+            .and_then(|a| a.checked_add(usize::try_from(offset).ok()?))
+            .is_some_and(|a| crate::symbols::bounds(a).is_some());
+        if lands {
+            ep::retprobe_at_entry(loc, is_return, lpos)
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: a constant of the C glue.
+    let max_stack = u32::try_from(unsafe { kp_param_max_stack }).unwrap_or(u32::MAX);
+    let cmd = match ep::parse_line_checked(line, REGS, max_stack, &mut check) {
         Ok(c) => c,
-        Err(e) if line.trim_start().starts_with('-') => {
+        // No entry for a removal or a line that is no probe definition,
+        // as the kernel writes none.
+        Err(e) if line.trim_start().starts_with('-') || !e.kind.logged() => {
             return Err(Error::from_errno(-e.kind.errno()))
         }
         Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.kind.errno())),
@@ -174,20 +222,6 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
                 None => d.write_default_name(&mut buf),
             };
             let group = d.group.unwrap_or(default_group());
-            // The symbol first, as the kernel's validate_probe_symbol():
-            // a name several functions share is refused (probe by address
-            // then), an unknown one is an invalid symbol (EINVAL).
-            if let ep::Location::Symbol { module, name, .. } = d.location {
-                match count_symbol(module, name) {
-                    Some(n) if n > 1 => {
-                        return fail(g, ErrKind::NonUniqSymbol, d.location_pos, EINVAL)
-                    }
-                    Some(0) if module.is_none() => {
-                        return fail(g, ErrKind::BadProbeAddr, d.location_pos, EINVAL)
-                    }
-                    _ => {}
-                }
-            }
             let seq = SEQ.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
             let (site, fields) = match build_site(&d, seq) {
                 Ok(b) => b,
@@ -214,14 +248,16 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
 
 /// Why a definition was refused: the error_log's message and position
 /// ([`PAST_END`]: after the line's last word), and the errno.
-type Refusal = (ErrKind, usize, Error);
+pub(super) type Refusal = (ErrKind, usize, Error);
 
 /// A [`Refusal`]'s position after the line's last word.
-const PAST_END: usize = usize::MAX;
+pub(super) const PAST_END: usize = usize::MAX;
 
 /// The refusal for a probe registration that failed with `e`.
-fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
-    let kind = if e == ENOENT {
+pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
+    // An address in no symbol: the kernel's -ENOENT.
+    let nowhere = requested_address(d).is_some_and(|a| crate::symbols::bounds(a).is_none());
+    let kind = if e == ENOENT || nowhere {
         ErrKind::BadProbeAddr
     } else if e.to_errno() == -(bindings::EILSEQ as i32) {
         ErrKind::BadInsnBndry
@@ -232,7 +268,7 @@ fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
 }
 
 /// The kernel's notrace rule (`within_notrace_func()`), with its message.
-fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
+pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
     if let Some(addr) = requested_address(d).filter(|&a| within_notrace_func(a)) {
         pr_warn!(
             "Could not probe notrace function {}\n",
@@ -320,138 +356,6 @@ fn create(
     Ok(())
 }
 
-/// Appends `site` to event `i`, as the kernel's `append_trace_kprobe()`:
-/// the same kind of probe, the same argument names and types, not a copy
-/// of a site it has; armed at once if the event is enabled.
-fn append(
-    g: &mut Locked,
-    i: usize,
-    d: &ProbeDef<'_>,
-    mut site: KBox<Site>,
-    fields: &[Field],
-) -> core::result::Result<(), Refusal> {
-    let Some(ev) = g.events().get_mut(i) else {
-        return Err((ErrKind::FailRegProbe, 0, ENOENT));
-    };
-    if ev.is_return != d.is_return {
-        return Err((ErrKind::DiffProbeType, 0, EEXIST));
-    }
-    if let Some(k) = fields_differ(&ev.fields, fields) {
-        // The kernel's caret: at the kth argument of the line, or past
-        // its end when the line has fewer.
-        let pos = d.arg_pos(k - 1).unwrap_or(PAST_END);
-        return Err((ErrKind::DiffArgType, pos, EEXIST));
-    }
-    if ev.sites.iter().any(|s| s.body() == site.body()) {
-        return Err((ErrKind::SameProbe, 0, EEXIST));
-    }
-    notrace_refused(d)?;
-    site.ev = &**ev;
-    register_or_wait(&mut site, d).map_err(|e| registration_refused(d, e))?;
-    // Under `event_mutex`: enabling and disabling the event walk the
-    // sites under it, and cannot come between the check and the arming.
-    let armed = {
-        let _l = SitesLock::lock();
-        let r = if ev.sites.reserve(1, GFP_KERNEL).is_err() {
-            -(bindings::ENOMEM as c_int)
-        // SAFETY: a registered event of ours.
-        } else if site.is_registered() && unsafe { kp_tev_enabled(ev.tev) } {
-            // SAFETY: a registered probe.
-            unsafe { crate::registry::kp_enable_kprobe(&mut site.rp.kp) }
-        } else {
-            0
-        };
-        if r == 0 {
-            // Cannot fail: room was reserved.
-            let _ = ev.sites.push(site, GFP_KERNEL);
-            Ok(())
-        } else {
-            Err((r, site))
-        }
-    };
-    match armed {
-        Ok(()) => Ok(()),
-        Err((r, mut site)) => {
-            unregister_probe(&mut site, d.is_return);
-            Err((ErrKind::FailRegProbe, 0, Error::from_errno(r)))
-        }
-    }
-}
-
-/// Whether a site's definition (location and arguments) starts with the
-/// `words` of a removal, as the kernel's `trace_kprobe_match_command_head()`
-/// compares them (none: every site).
-fn words_match(body: &[u8], words: &str) -> bool {
-    let mut have = body.split(|&c| c == b' ').filter(|w| !w.is_empty());
-    words
-        .split_ascii_whitespace()
-        .all(|w| have.next() == Some(w.as_bytes()))
-}
-
-/// `-:[GRP/]EVENT [LOCATION [ARGS]]`: removes the matching sites; an event
-/// that loses them all goes (`-EBUSY`, and it stays whole, while it is
-/// enabled or open: the kernel would take its other sites first). A site
-/// of an event that keeps others goes even while the event is enabled, as
-/// in the kernel. `-ENOENT` if nothing matched.
-fn remove(g: &mut Locked, group: Option<&str>, event: &str, words: &str) -> Result {
-    let ev_matches = |e: &Event| {
-        (event.is_empty() || e.name_str() == event) && group.map_or(true, |g| e.group_str() == g)
-    };
-    let mut found = false;
-    let mut r = Ok(());
-    let mut i = 0;
-    while i < g.events().len() {
-        let ev = &mut g.events()[i];
-        let n = if ev_matches(ev) {
-            ev.sites
-                .iter()
-                .filter(|s| words_match(s.body(), words))
-                .count()
-        } else {
-            0
-        };
-        if n == 0 {
-            i += 1;
-            continue;
-        }
-        found = true;
-        if n == ev.sites.len() {
-            r = remove_at(g, i);
-            if r.is_err() {
-                break;
-            }
-            continue;
-        }
-        while let Some(k) = ev.sites.iter().position(|s| words_match(s.body(), words)) {
-            let mut site = {
-                let _l = SitesLock::lock();
-                take_at(&mut ev.sites, k)
-            };
-            unregister_probe(&mut site, ev.is_return);
-        }
-        i += 1;
-    }
-    reset_buffers();
-    if !found {
-        return Err(ENOENT);
-    }
-    r
-}
-
-/// Takes element `i` out of `v`, keeping the order (KVec of 6.12 has no
-/// `remove`).
-fn take_at<T>(v: &mut KVec<T>, i: usize) -> T {
-    v.as_mut_slice()[i..].rotate_left(1);
-    let last = v.len() - 1;
-    // SAFETY: the element at `last` is read out exactly once and the length
-    // shrinks past it, so it is neither used nor dropped again.
-    unsafe {
-        let p = v.as_mut_ptr().add(last);
-        v.set_len(last);
-        p.read()
-    }
-}
-
 /// How many symbols are named `name` (in module `module`, or anywhere);
 /// `None` if a name does not fit the kernel's symbol length.
 fn count_symbol(module: Option<&str>, name: &str) -> Option<usize> {
@@ -463,28 +367,6 @@ fn count_symbol(module: Option<&str>, name: &str) -> Option<usize> {
         None => None,
     };
     Some(crate::symbols::count_named(module, name))
-}
-
-/// Removes event `i` with its sites: `-EBUSY` while it is enabled.
-pub(super) fn remove_at(g: &mut Locked, i: usize) -> Result {
-    let events = g.events();
-    let Some(ev) = events.get_mut(i) else {
-        return Err(ENOENT);
-    };
-    // SAFETY: a registered event of ours.
-    let r = unsafe { kp_tev_unregister(ev.tev) };
-    if r != 0 {
-        return Err(Error::from_errno(r));
-    }
-    // Unregistered: nothing arms or disarms the sites any more.
-    let is_return = ev.is_return;
-    for s in ev.sites.iter_mut() {
-        unregister_probe(s, is_return);
-    }
-    // SAFETY: unregistered above; no handler runs any more.
-    unsafe { kp_tev_free(ev.tev) };
-    drop(take_at(events, i));
-    Ok(())
 }
 
 /// `kprobe_events` opened with `O_TRUNC`: removes every event, or none

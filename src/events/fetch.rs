@@ -178,22 +178,70 @@ pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, j: usize, out: &mut [u8]) -> u
         };
         return (n.max(0) as usize).min(out.len() - 1) + 1;
     }
-    let Some((addr, user)) = run(ops, hit, true) else {
+    match string_source(a, hit, j) {
+        Some((addr, user)) => read_string(addr, user, out),
+        None => 0,
+    }
+}
+
+/// The bytes string `j` of a string argument takes in a record (NUL
+/// included, at most [`MAX_STRING`]; 0: fault), as [`fetch_string`] would
+/// store it, measured through a small buffer (a hit's stack is no place
+/// for a `PATH_MAX` one).
+pub(super) fn string_len(a: &Arg, hit: Hit<'_>, j: usize) -> usize {
+    let ops = &a.ops[..a.nops];
+    if matches!(ops.first(), Some(COp::Comm | COp::ImmStr(_))) || a.ty == Type::SymStr {
+        // Short: a task name, the line's text, a symbol.
+        let mut tmp = [0u8; 256];
+        return fetch_string(a, hit, j, &mut tmp);
+    }
+    let Some((addr, user)) = string_source(a, hit, j) else {
         return 0;
     };
+    let mut chunk = [0u8; 64];
+    let mut done = 0;
+    while done < MAX_STRING - 1 {
+        let at = addr.wrapping_add(done);
+        let n = chunk.len().min(4096 - at % 4096).min(MAX_STRING - 1 - done);
+        if !copy_nofault(&mut chunk[..n], at, user) {
+            return if done == 0 { 0 } else { done + 1 };
+        }
+        if let Some(z) = chunk[..n].iter().position(|&c| c == 0) {
+            return done + z + 1;
+        }
+        done += n;
+    }
+    MAX_STRING
+}
+
+/// Where string `j` of a (non-`$comm`) string argument is: its address
+/// and whether it is user memory.
+fn string_source(a: &Arg, hit: Hit<'_>, j: usize) -> Option<(usize, bool)> {
+    let (addr, user) = run(&a.ops[..a.nops], hit, true)?;
     let user = user.unwrap_or(false);
     let (addr, user) = if a.count == 0 {
         (addr, user)
     } else {
         // The jth pointer, read as the dereference it replaces would.
         let at = (addr as usize).wrapping_add(j.wrapping_mul(8));
-        match read_word(at, user, 8) {
-            Some(p) => (p, user),
-            None => return 0,
-        }
+        (read_word(at, user, 8)?, user)
     };
     let user = user || a.ty == Type::UString || is_user_addr(addr as usize);
-    read_string(addr as usize, user, out)
+    Some((addr as usize, user))
+}
+
+/// A nofault copy of `out.len()` bytes at `at`.
+fn copy_nofault(out: &mut [u8], at: usize, user: bool) -> bool {
+    // SAFETY: nofault copies into `out`.
+    let r = unsafe {
+        let dst = out.as_mut_ptr().cast();
+        if user {
+            bindings::copy_from_user_nofault(dst, at as *const _, out.len())
+        } else {
+            bindings::copy_from_kernel_nofault(dst, at as *const _, out.len())
+        }
+    };
+    r == 0
 }
 
 /// Copies the string at `addr` into `out` (NUL-terminated, truncated);
@@ -203,16 +251,7 @@ fn read_string(addr: usize, user: bool, out: &mut [u8]) -> usize {
     while done < out.len() - 1 {
         let at = addr.wrapping_add(done);
         let chunk = (4096 - at % 4096).min(out.len() - 1 - done);
-        // SAFETY: nofault copies into `out`.
-        let r = unsafe {
-            let dst = out.as_mut_ptr().add(done).cast();
-            if user {
-                bindings::copy_from_user_nofault(dst, at as *const _, chunk)
-            } else {
-                bindings::copy_from_kernel_nofault(dst, at as *const _, chunk)
-            }
-        };
-        if r != 0 {
+        if !copy_nofault(&mut out[done..done + chunk], at, user) {
             if done == 0 {
                 return 0;
             }

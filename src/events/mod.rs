@@ -19,7 +19,8 @@
 //! the fixed part (at most [`MAX_STRING`] bytes each here). A failed memory
 //! read stores 0, or an empty string printed `(fault)`, and never faults.
 //!
-//! Layout: `control.rs` (the files), `compile.rs` (line to event),
+//! Layout: `control.rs` (the files), `sites.rs` (appending and removing
+//! sites), `compile.rs` (line to event),
 //! `fetch.rs` (fetch programs at a hit), `record.rs` (the trace event's
 //! callbacks), `log.rs` (`error_log`).
 
@@ -35,6 +36,7 @@ mod control;
 mod fetch;
 mod log;
 mod record;
+mod sites;
 
 pub(crate) use compile::module_coming;
 use compile::*;
@@ -43,9 +45,12 @@ pub use control::{kp_event_command, kp_event_id};
 use fetch::*;
 pub(crate) use log::*;
 use record::*;
+use sites::*;
 
-/// Longest string argument stored, NUL included.
-pub(crate) const MAX_STRING: usize = 256;
+/// Longest string argument stored, NUL included (the kernel's
+/// `MAX_STRING_SIZE`, `PATH_MAX`). A record must still fit the trace
+/// buffer's page: a longer one is dropped, as the kernel's are.
+pub(crate) const MAX_STRING: usize = 4096;
 
 /// Error log entries kept.
 pub(super) const ERROR_LOG_LEN: usize = 8;
@@ -169,8 +174,8 @@ pub(crate) struct Site {
     pub(super) hits: crate::percpu::Counter,
     /// Definition order across every event (the listing's).
     pub(super) seq: u64,
-    /// `MODULE` of a `MODULE:SYMBOL` location (no NUL), else empty.
-    pub(super) module: KVec<u8>,
+    /// `MODULE` of a `MODULE:SYMBOL` location (no NUL; may be empty).
+    pub(super) module: Option<KVec<u8>>,
     /// The probe is registered with the engine: not while its module is
     /// not loaded (the site waits for it, as the kernel's do). Changed
     /// under `SitesLock`.

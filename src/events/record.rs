@@ -29,10 +29,9 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
         // No string: no scratch buffer to clear on every hit.
         return total;
     }
-    let mut tmp = [0u8; MAX_STRING];
     for a in strings {
         for j in 0..usize::from(a.count.max(1)) {
-            total += fetch_string(a, hit, j, &mut tmp);
+            total += string_len(a, hit, j);
         }
     }
     total
@@ -202,7 +201,8 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
     // SAFETY: the trace core hands us the whole record of `size` bytes.
     let rec = unsafe { core::slice::from_raw_parts(entry, size) };
     for a in ev.fields.iter() {
-        let mut buf = [0u8; MAX_STRING + 64];
+        // Names and numbers; strings go to `s` from the record itself.
+        let mut buf = [0u8; 320];
         let mut w = BufWriter::new(&mut buf);
         let _ = write!(w, " {}=", text(&a.name));
         let start = head + a.offset;
@@ -220,7 +220,7 @@ pub(crate) unsafe extern "C" fn kp_ev_print_args(
             if j > 0 {
                 w.put(b",");
             }
-            print_value(&mut w, a.ty, elem, rec, head);
+            print_value(s, &mut w, a.ty, elem, rec, head);
             flush(s, &mut w);
         }
         if a.count != 0 {
@@ -242,8 +242,15 @@ fn flush(s: *mut c_void, w: &mut BufWriter<'_>) {
 
 /// One value of a record as the kernel's fetch types print it: `elem` its
 /// bytes in the fixed part; a string's `__data_loc` points into `rec`
-/// (its bytes after `head`).
-fn print_value(w: &mut BufWriter<'_>, ty: Type, elem: &[u8], rec: &[u8], head: usize) {
+/// (its bytes after `head`), and goes from there to `s`.
+fn print_value(
+    s: *mut c_void,
+    w: &mut BufWriter<'_>,
+    ty: Type,
+    elem: &[u8],
+    rec: &[u8],
+    head: usize,
+) {
     let mut word = [0u8; 8];
     let k = elem.len().min(8);
     word[..k].copy_from_slice(&elem[..k]);
@@ -282,7 +289,9 @@ fn print_value(w: &mut BufWriter<'_>, ty: Type, elem: &[u8], rec: &[u8], head: u
                 // As `"%s"`: the bytes as they are, up to a NUL.
                 let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
                 w.put(b"\"");
-                w.put(&bytes[..end]);
+                flush(s, w);
+                // SAFETY: `end` bytes of the record.
+                unsafe { trace_seq_putmem(s, bytes.as_ptr().cast(), end as core::ffi::c_uint) };
                 w.put(b"\"");
                 Ok(())
             } else {
