@@ -421,7 +421,7 @@ run_events() {
 	check events-err-symbol bad 'p:bad no_such_function_kp' 'Invalid probed address or symbol'
 	check events-err-type bad 'p:bad do_sys_open a=%sp:u7' 'Unknown type is specified'
 	check events-err-retval bad 'p:bad do_sys_open a=$retval' '$retval is not available on probe'
-	check events-err-dup bad 'r:myretprobe do_sys_open' 'already used by another event'
+	check events-err-dup bad 'r:myretprobe do_sys_open ret=$retval:s64' 'There is already the exact same probe event'
 	# Numbers past what a field holds (this one once panicked the kernel).
 	check events-err-bitfield-overflow bad 'p:bad do_sys_open a=$arg1:b4294967295@1/64' 'Invalid bitfield'
 	check events-err-maxactive-overflow bad 'r4294967296:bad do_sys_open' 'Invalid maxactive number'

@@ -318,6 +318,8 @@ pub struct ProbeDef<'a> {
     regs: &'static RegTable,
     /// The highest `$stackN`/`$argN`.
     max_stack: u32,
+    /// At a function entry, as the location check said.
+    entry: bool,
 }
 
 /// One parsed line.
@@ -721,11 +723,13 @@ pub fn parse_line_limited<'a>(
 /// symbol is at its entry (offset 0); [`parse_line_checked`]'s callers
 /// apply it themselves (the kernel refuses only an offset that lands inside
 /// a function, and leaves one past every symbol to registration).
-pub fn retprobe_at_entry(loc: &Location<'_>, is_return: bool, pos: usize) -> Res<()> {
-    if is_return && matches!(loc, Location::Symbol { offset, .. } if *offset != 0) {
+/// `Ok(true)`: the location is a function entry (`$argN` work there).
+pub fn retprobe_at_entry(loc: &Location<'_>, is_return: bool, pos: usize) -> Res<bool> {
+    let entry = matches!(loc, Location::Symbol { offset: 0, .. });
+    if is_return && matches!(loc, Location::Symbol { .. }) && !entry {
         return err(ErrKind::BadRetprobe, pos);
     }
-    Ok(())
+    Ok(entry)
 }
 
 /// [`parse_line_limited`], with the running kernel's location checks:
@@ -734,7 +738,9 @@ pub fn retprobe_at_entry(loc: &Location<'_>, is_return: bool, pos: usize) -> Res
 /// return probe at a function entry, see [`retprobe_at_entry`]), called
 /// with the location, whether it is a return probe and where the location
 /// starts in the line, right where the kernel checks, so that a line with
-/// several errors reports the one the kernel reports. The order is the
+/// several errors reports the one the kernel reports; it says whether the
+/// location is a function entry (the kernel's `TPARG_FL_FENTRY`: not for a
+/// symbol it cannot resolve yet, such as one of a module not loaded). The order is the
 /// kernel's `__trace_kprobe_create()`: the command and its instance count,
 /// the location (its suffix, offset, `check`), the group and event names,
 /// then each argument (name, type, expression). (A generic, not a `dyn`:
@@ -747,7 +753,7 @@ pub fn parse_line_checked<'a, F>(
     check: &mut F,
 ) -> Res<Command<'a>>
 where
-    F: FnMut(&Location<'_>, bool, usize) -> Res<()>,
+    F: FnMut(&Location<'_>, bool, usize) -> Res<bool>,
 {
     let line = match line.find('#') {
         Some(i) => sub(line, 0, i),
@@ -837,7 +843,7 @@ where
                     parse_location(loc, lpos)?
                 }
             };
-            check(&location, is_return, lpos)?;
+            let entry = check(&location, is_return, lpos)?;
             let (group, event) = match names {
                 Some((n, npos)) => parse_names(n, npos)?,
                 None => (None, None),
@@ -854,6 +860,7 @@ where
                 args_pos: args_start,
                 regs,
                 max_stack,
+                entry,
             };
             def.validate_args()?;
             Ok(Command::Probe(def))
@@ -896,9 +903,10 @@ fn parse_location(s: &str, pos: usize) -> Res<Location<'_>> {
 }
 
 impl<'a> ProbeDef<'a> {
-    /// Whether the probe is at a function entry (offset 0; `$argN` works).
+    /// Whether the probe is at a function entry (`$argN` works): a symbol
+    /// at offset 0 that the location check could resolve.
     pub fn at_entry(&self) -> bool {
-        matches!(self.location, Location::Symbol { offset: 0, .. })
+        self.entry
     }
 
     /// The group (default [`DEFAULT_GROUP`]).
@@ -1321,7 +1329,7 @@ fn parse_expr<'a>(
                         // At a function entry, or its return (the
                         // value it had at the entry: the engine saves it
                         // there, as the kernel's entry data does).
-                        if !ctx.at_entry {
+                        if !ctx.at_entry && !ctx.is_return {
                             return err(ErrKind::NoFentryArgs, pos);
                         }
                         Op::Arg(n.saturating_sub(1))

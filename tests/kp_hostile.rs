@@ -248,7 +248,7 @@ fn queries_and_events(t: &mut Test) {
         (c"p:kp_hostile/e1 0x1000", EINVAL),
         (c"p:kp_hostile/e2 notify_die", EINVAL),
         (
-            c"p:kp_hostile/e3 kp_test_c_args a=+0(+0(+0(+0(+0(+0(+0(+0(%sp))))))))",
+            c"p:kp_hostile/e3 kp_test_c_args a=+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(%sp)))))))))))))))",
             EINVAL,
         ),
         (c"p:kp_hostile/e4 kp_test_c_args a=$comm:u8", EINVAL),
@@ -267,7 +267,8 @@ fn queries_and_events(t: &mut Test) {
         kp::event_id(Some(c"kp_hostile"), c"e1"),
         Err(kernel::error::code::ENOENT)
     );
-    // A name already taken.
+    // A name already taken: a second line appends a site, of the same
+    // kind only.
     kp_expect_eq!(
         t,
         kp::event_command(c"p:kp_hostile/ok kp_test_c_args"),
@@ -275,7 +276,7 @@ fn queries_and_events(t: &mut Test) {
     );
     kp_expect_eq!(
         t,
-        kp::event_command(c"p:kp_hostile/ok kp_kunit_target"),
+        kp::event_command(c"r:kp_hostile/ok kp_test_c_args"),
         Err(kernel::error::code::EEXIST)
     );
     kp_expect_eq!(t, kp::event_command(c"-:kp_hostile/ok"), Ok(()));

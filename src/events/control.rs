@@ -176,7 +176,7 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
             offset,
         } = *loc
         else {
-            return Ok(());
+            return Ok(false);
         };
         match count_symbol(module, name) {
             Some(n) if n > 1 => return bad(ErrKind::NonUniqSymbol),
@@ -191,7 +191,9 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
         if lands {
             ep::retprobe_at_entry(loc, is_return, lpos)
         } else {
-            Ok(())
+            // Not resolved (a module not loaded yet): no function entry
+            // for the kernel either.
+            Ok(false)
         }
     };
     // SAFETY: a constant of the C glue.
@@ -255,8 +257,13 @@ pub(super) const PAST_END: usize = usize::MAX;
 
 /// The refusal for a probe registration that failed with `e`.
 pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
-    // An address in no symbol: the kernel's -ENOENT.
-    let nowhere = requested_address(d).is_some_and(|a| crate::symbols::bounds(a).is_none());
+    // An address in no symbol, outside all text: the kernel's -ENOENT.
+    // (A label in text, arm64's `_text`, is a notrace refusal there.)
+    let nowhere = requested_address(d).is_some_and(|a| {
+        crate::symbols::bounds(a).is_none()
+            && !crate::symbols::in_kernel_text(a)
+            && !crate::symbols::in_module_text(a)
+    });
     let kind = if e == ENOENT || nowhere {
         ErrKind::BadProbeAddr
     } else if e.to_errno() == -(bindings::EILSEQ as i32) {
