@@ -999,6 +999,11 @@ run_events_module_later() {
 	insmod $M/kp_target.ko
 	check events-module-disabled-at-reload test "$(module_load_records)" = 2
 	rmmod kp_target
+	# The site is GONE with its module: the event still enables (another
+	# site of it on vfs_read works meanwhile), as the kernel's skips a
+	# gone probe.
+	echo 'p:kp_later/t vfs_read x=$arg1' >>$E
+	check events-module-gone-site-enables sh -c "echo 1 >$T/events/kp_later/t/enable && cat $TESTFILE >/dev/null && echo 0 >$T/events/kp_later/t/enable"
 	check events-module-later-remove sh -c "echo '-:kp_later/t' >>$E && ! grep -q kp_later $E && ! grep -q kp_target $KP/list"
 }
 

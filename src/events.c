@@ -271,7 +271,22 @@ static int kp_reg(struct trace_event_call *call, enum trace_reg type, void *data
 	int ret;
 
 	/* The probe is armed while the event has a user (kp_ev_arm); reg runs
-	 * under event_mutex, so users come and go one at a time. */
+	 * under event_mutex, so users come and go one at a time, and the
+	 * sites kp_ev_arm() walks do not change meanwhile (they change under
+	 * it too). */
+	switch (type) {
+	case TRACE_REG_REGISTER:
+	case TRACE_REG_UNREGISTER:
+#ifdef CONFIG_PERF_EVENTS
+	case TRACE_REG_PERF_REGISTER:
+	case TRACE_REG_PERF_UNREGISTER:
+#endif
+		if (kp_event_mutex)
+			lockdep_assert_held(kp_event_mutex);
+		break;
+	default:
+		break;
+	}
 	switch (type) {
 	case TRACE_REG_REGISTER:
 		/* An enabled event pins the engine (and its handlers). */
@@ -346,8 +361,8 @@ struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
 	INIT_LIST_HEAD(&t->files);
 	INIT_LIST_HEAD(&t->probes);
 #ifdef CONFIG_KPROBES
-	/* What precedes tp in struct trace_kprobe: a dyn_event (two words), a
-	 * kretprobe, two pointers. */
+	/* What precedes tp in struct trace_kprobe: a dyn_event (three
+	 * words), a kretprobe, two pointers. */
 	BUILD_BUG_ON(sizeof(struct kretprobe) + 8 * sizeof(void *) >
 		     sizeof(t->stand_in.before_tp));
 #endif

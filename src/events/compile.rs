@@ -560,12 +560,15 @@ pub(crate) fn module_coming(name: &[u8]) {
             }
             let mut def = KVec::new();
             if def.extend_from_slice(&site.def, GFP_KERNEL).is_err() {
+                pr_warn!("kprobe_events: a site not registered on module load: no memory\n");
                 continue;
             }
-            let Ok(line) = core::str::from_utf8(&def) else {
-                continue;
-            };
+            let line = core::str::from_utf8(&def).unwrap_or("?");
             let Ok(ep::Command::Probe(d)) = parse(line) else {
+                pr_warn!(
+                    "kprobe_events: {} not registered on module load: refused\n",
+                    line
+                );
                 continue;
             };
             // Under `event_mutex`, as the kernel's callback: enabling
@@ -579,6 +582,16 @@ pub(crate) fn module_coming(name: &[u8]) {
                     line,
                     e
                 );
+                continue;
+            }
+            // The kernel's notrace rule, now that the address is known.
+            let addr = site.rp.kp.addr as usize;
+            if within_notrace_func(addr) {
+                pr_warn!(
+                    "Could not probe notrace function {}\n",
+                    crate::symbols::Shown(addr)
+                );
+                unregister_probe(site, is_return);
                 continue;
             }
             set_def(site, &d, true);

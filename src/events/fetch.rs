@@ -63,7 +63,11 @@ pub(super) fn run(
             // SAFETY: `r` is an index into `struct pt_regs` words from the
             // arch's register table.
             COp::Reg(r) => unsafe { *(regs as *const pt_regs).cast::<u64>().add(usize::from(r)) },
-            COp::Stack(k) => read_word(regs::sp(regs) + 8 * k as usize, false, 8)?,
+            COp::Stack(k) => read_word(
+                regs::sp(regs).wrapping_add((k as usize).wrapping_mul(8)),
+                false,
+                8,
+            )?,
             COp::StackAddr => regs::sp(regs) as u64,
             // On a return probe, the value saved at the entry.
             COp::Arg(k) => match hit.saved.0.iter().position(|&s| s == k) {
@@ -190,10 +194,22 @@ pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, j: usize, out: &mut [u8]) -> u
 /// for a `PATH_MAX` one).
 pub(super) fn string_len(a: &Arg, hit: Hit<'_>, j: usize) -> usize {
     let ops = &a.ops[..a.nops];
-    if matches!(ops.first(), Some(COp::Comm | COp::ImmStr(_))) || a.ty == Type::SymStr {
-        // Short: a task name, the line's text, a symbol.
-        let mut tmp = [0u8; 256];
-        return fetch_string(a, hit, j, &mut tmp);
+    match ops.first() {
+        Some(COp::Comm) => {
+            // SAFETY: `current` is valid; `comm` is a NUL-terminated array.
+            let comm = unsafe { (*bindings::get_current()).comm };
+            return comm.iter().position(|&c| c == 0).unwrap_or(comm.len()) + 1;
+        }
+        Some(COp::ImmStr(_)) => return a.imm.len().min(MAX_STRING - 1) + 1,
+        _ => {}
+    }
+    if a.ty == Type::SymStr {
+        // What `%pS` prints, measured without a buffer (up to the
+        // kernel's KSYM_SYMBOL_LEN, some 600 bytes).
+        let v = fetch_value(a, hit);
+        // SAFETY: a measuring call: no buffer, size 0.
+        let n = unsafe { snprintf(core::ptr::null_mut(), 0, c"%pS".as_ptr().cast(), v as usize) };
+        return (n.max(0) as usize).min(MAX_STRING - 1) + 1;
     }
     let Some((addr, user)) = string_source(a, hit, j) else {
         return 0;

@@ -29,8 +29,14 @@ pub(crate) unsafe extern "C" fn kp_ev_args_size(
         // No string: no scratch buffer to clear on every hit.
         return total;
     }
+    // Measuring stops past what a record can hold (a `__data_loc` offset
+    // has 16 bits): the reserve then fails at once, and a hit never reads
+    // 128 arrays of 64 strings with interrupts off.
     for a in strings {
         for j in 0..usize::from(a.count.max(1)) {
+            if total > 0xffff {
+                return total;
+            }
             total += string_len(a, hit, j);
         }
     }
@@ -95,7 +101,12 @@ pub(crate) unsafe extern "C" fn kp_ev_store_args(
             // One `__data_loc` per string, each pointing after the fixed
             // part (an array: `count` of them).
             for j in 0..usize::from(a.count.max(1)) {
-                let room = (size - dyn_at).min(MAX_STRING);
+                // Past a 16-bit offset: no string (its loc says empty).
+                let room = if head + dyn_at > 0xffff {
+                    0
+                } else {
+                    (size - dyn_at).min(MAX_STRING)
+                };
                 let (field_end, rest) = body.split_at_mut(dyn_at);
                 let n = fetch_string(a, hit, j, &mut rest[..room]);
                 let loc = ((n as u32) << 16) | ((head + dyn_at) as u32 & 0xffff);
@@ -164,7 +175,9 @@ pub(crate) unsafe extern "C" fn kp_ev_arm(owner: *mut c_void, on: bool) -> c_int
     };
     // Sites waiting for their module have no probe yet: armed when it
     // loads, if the event is enabled then.
-    let live = |s: &&KBox<Site>| s.is_registered();
+    // Nor do sites whose module went (GONE until it comes back), as the
+    // kernel's enable skips a gone probe.
+    let live = |s: &&KBox<Site>| s.is_registered() && s.rp.kp.flags & crate::abi::KP_FLAG_GONE == 0;
     for (i, site) in sites.iter().filter(live).enumerate() {
         let r = set(site, on);
         if r != 0 && on {
