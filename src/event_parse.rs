@@ -134,6 +134,9 @@ pub enum ErrKind {
     FileOnKprobe,
     /// A bare name (a BTF argument name: the engine has no BTF).
     NoSupBtfArg,
+    /// `symstr` of something that is no address read from a register,
+    /// the stack, an argument or kernel memory.
+    BadSymString,
     /// `$arg*` twice.
     DoubleArgs,
     /// `$argN` on a probe that is not at a function entry or exit.
@@ -209,6 +212,7 @@ impl ErrKind {
             ImmStrNoClose => "String is not closed with '\"'",
             FileOnKprobe => "File offset is not available with kprobe",
             NoSupBtfArg => "BTF is not available or not supported",
+            BadSymString => "Symbol String doesn't accept data/userdata",
             DoubleArgs => "$arg* can be used only once in the parameters",
             NoFentryArgs => "$arg* can be used only on function entry or exit",
             ArrayNoClose => "Array is not closed",
@@ -373,6 +377,9 @@ pub enum Op<'a> {
         /// `+|-offs`.
         offset: i64,
     },
+    /// `@SYM<junk>`: an offset that does not parse; the kernel finds out
+    /// when it registers the probe (-EINVAL there).
+    BadSymbol(&'a str),
     /// `+|-[u]OFFS(...)`: read the word at value + `offset` (user memory if
     /// `user`); for string types the last one reads the string instead.
     Deref {
@@ -602,7 +609,10 @@ fn parse_names(s: &str, pos: usize) -> Res<(Option<&str>, Option<&str>)> {
         ErrKind::GroupTooLong,
         ErrKind::BadGroupName,
     ];
-    let (group, event, epos) = split_name(s, '/', MAX_EVENT_NAME_LEN, errs, pos)?;
+    // The group ends at a '/', or else at a '.' (the kernel's
+    // traceprobe_parse_event_name()).
+    let sep = if s.contains('/') { '/' } else { '.' };
+    let (group, event, epos) = split_name(s, sep, MAX_EVENT_NAME_LEN, errs, pos)?;
     if event.is_empty() {
         // `p:GRP/` generates the name; `p:` alone is an error (as in the
         // kernel's traceprobe_parse_event_name()).
@@ -879,16 +889,18 @@ fn parse_location(s: &str, pos: usize) -> Res<Location<'_>> {
             None => err(ErrKind::BadProbeAddr, pos),
         };
     }
-    let (module, sym) = match s.find(':') {
-        Some(i) => (Some(sub(s, 0, i)), from(s, past(0, i))),
-        None => (None, s),
-    };
-    let (name, offset) = match sym.find('+') {
-        Some(i) => match parse_u64(from(sym, past(0, i))) {
-            Some(o) => (sub(sym, 0, i), o),
+    // The offset first, from the first '+' or '-' anywhere (the kernel's
+    // traceprobe_split_symbol_offset()): a whole number in 0..=u32::MAX.
+    let (sym, offset) = match s.find(['+', '-']) {
+        Some(i) => match parse_i64(from(s, i)).and_then(|o| u32::try_from(o).ok()) {
+            Some(o) => (sub(s, 0, i), u64::from(o)),
             None => return err(ErrKind::BadProbeAddr, pos),
         },
-        None => (sym, 0),
+        None => (s, 0),
+    };
+    let (module, name) = match sym.find(':') {
+        Some(i) => (Some(sub(sym, 0, i)), from(sym, past(0, i))),
+        None => (None, sym),
     };
     // A module's symbol is not checked until the module is there (the
     // kernel's validate_module_probe_symbol() skips a module not loaded).
@@ -1238,6 +1250,21 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
             if matches!(t, Type::String | Type::UString) && !text_base && !last_is_deref {
                 return err(ErrKind::BadString, fpos);
             }
+            let last = ops.get(usize::from(nops).wrapping_sub(1));
+            if t == Type::SymStr
+                && !matches!(
+                    last,
+                    Some(
+                        Op::Reg(_)
+                            | Op::Stack(_)
+                            | Op::Retval
+                            | Op::Arg(_)
+                            | Op::Deref { user: false, .. }
+                    )
+                )
+            {
+                return err(ErrKind::BadSymString, fpos);
+            }
             let t = match t {
                 Type::Bitfield { .. } => {
                     bitfield_of(from(from(body, tpos.saturating_sub(bpos)), 1), fpos)?
@@ -1362,20 +1389,19 @@ fn parse_expr<'a>(
             } else if a.starts_with('+') {
                 err(ErrKind::FileOnKprobe, pos)
             } else {
+                // Not checked here, as the kernel does not: the name is
+                // looked up, and its offset read, when the probe registers.
                 let split = a.find(['+', '-']).unwrap_or(a.len());
                 let (name, off) = (sub(a, 0, split), from(a, split));
-                let offset = if off.is_empty() {
-                    0
+                let op = if off.is_empty() {
+                    Op::Symbol { name, offset: 0 }
                 } else {
-                    parse_i64(off).ok_or(ParseError {
-                        kind: ErrKind::BadMemAddr,
-                        pos,
-                    })?
+                    match parse_i64(off) {
+                        Some(offset) => Op::Symbol { name, offset },
+                        None => Op::BadSymbol(a),
+                    }
                 };
-                if !is_symbol(name) {
-                    return err(ErrKind::BadMemAddr, pos);
-                }
-                push(ops, nops, Op::Symbol { name, offset }, pos)?;
+                push(ops, nops, op, pos)?;
                 push(
                     ops,
                     nops,

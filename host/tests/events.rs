@@ -343,7 +343,12 @@ fn errors_with_positions() {
         ("p do_sys_open a=$foo", BadVar, 16),
         ("p do_sys_open dfd=%xx", BadRegName, 18),
         ("p do_sys_open a=@0xzz", BadMemAddr, 16),
-        ("p do_sys_open a=@", BadMemAddr, 16),
+        // `symstr` of what is no address read from kernel memory or a
+        // register (the kernel's finalize_fetch_insn()).
+        ("p do_sys_open a=\\1:symstr", BadSymString, 19),
+        ("p do_sys_open a=+u0(%di):symstr", BadSymString, 28),
+        // The group ends at a '.' too.
+        ("p:g\\e.x do_sys_open", BadGroupName, 2),
         ("p do_sys_open a=\\x", BadImm, 17),
         ("p do_sys_open a=+0%di", DerefNeedBrace, 16),
         ("p do_sys_open a=+x(%di)", BadDerefOffs, 16),
@@ -772,10 +777,13 @@ fn edge_values_refused_with_their_error() {
     assert_eq!(err("r4294967295 do_sys_open"), MaxactTooBig);
     assert_eq!(err("r4294967296 do_sys_open"), BadMaxact);
     assert_eq!(err("r18446744073709551616 do_sys_open"), BadMaxact);
-    // Offsets and addresses: u64, no more.
-    ok("p do_sys_open+18446744073709551615");
+    // Addresses: u64, no more; symbol offsets 0..=u32::MAX (the kernel's
+    // traceprobe_split_symbol_offset() and its check).
+    ok("p do_sys_open+4294967295");
+    assert_eq!(err("p do_sys_open+4294967296"), BadProbeAddr);
     ok("p 0xffffffffffffffff");
     assert_eq!(err("p do_sys_open+18446744073709551616"), BadProbeAddr);
+    assert_eq!(err("p do_sys_open-4"), BadProbeAddr);
     assert_eq!(err("p 0x10000000000000000"), BadProbeAddr);
     assert_eq!(err("p do_sys_open+-1"), BadProbeAddr);
     // Dereference offsets: i64, both signs.
@@ -789,17 +797,21 @@ fn edge_values_refused_with_their_error() {
         err("p do_sys_open a=-18446744073709551615(%di)"),
         BadDerefOffs
     );
-    // Symbol offsets: down to i64::MIN, whose magnitude is past i64::MAX.
+    // Symbol offsets: down to i64::MIN, whose magnitude is past i64::MAX;
+    // one that does not parse, like the name, is the kernel's to find at
+    // registration (-EINVAL there), not the parser's.
     ok("p do_sys_open a=@jiffies-9223372036854775808");
     ok("p do_sys_open a=@jiffies+9223372036854775807");
-    assert_eq!(
-        err("p do_sys_open a=@jiffies-9223372036854775809"),
-        BadMemAddr
-    );
-    assert_eq!(
-        err("p do_sys_open a=@jiffies+9223372036854775808"),
-        BadMemAddr
-    );
+    for line in [
+        "p do_sys_open a=@jiffies-9223372036854775809",
+        "p do_sys_open a=@jiffies+b",
+    ] {
+        match parse_line(line, X86_64_REGS) {
+            Ok(Command::Probe(d)) => assert!(matches!(args(&d)[0].program()[0], Op::BadSymbol(_))),
+            other => panic!("{line:?}: {other:?}"),
+        }
+    }
+    ok("p do_sys_open a=@ b=@!!");
     // Stack and argument numbers: up to the thread stack's words (the
     // kernel's PARAM_MAX_STACK), and u32 where the stack is that big.
     ok("p do_sys_open a=$stack2048");

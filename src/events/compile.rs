@@ -121,6 +121,8 @@ pub(super) fn compile_arg(
             Op::Arg(n) => Op::Arg(n),
             Op::Retval => Op::Retval,
             Op::Comm => Op::Comm,
+            // The kernel's registration fails on it (-EINVAL).
+            Op::BadSymbol(_) => return Err((ErrKind::FailRegProbe, EINVAL)),
             Op::ImmStr(t) => {
                 imm.extend_from_slice(t.as_bytes(), GFP_KERNEL)
                     .map_err(enomem)?;

@@ -261,7 +261,7 @@ pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
     // (A label in text, arm64's `_text`, is a notrace refusal there.)
     let nowhere = requested_address(d).is_some_and(|a| {
         crate::symbols::bounds(a).is_none()
-            && !crate::symbols::in_kernel_text(a)
+            && !crate::symbols::in_kernel_image_text(a)
             && !crate::symbols::in_module_text(a)
     });
     let kind = if e == ENOENT || nowhere {

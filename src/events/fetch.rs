@@ -77,7 +77,7 @@ pub(super) fn run(
             },
             COp::Retval => regs::return_value(regs) as u64,
             // Resolved at compile time; `$comm` is read as a string.
-            COp::Comm | COp::ImmStr(_) | COp::Symbol { .. } => 0,
+            COp::Comm | COp::ImmStr(_) | COp::Symbol { .. } | COp::BadSymbol(_) => 0,
             COp::Imm(x) | COp::Addr(x) => x,
             COp::Deref { offset, user } => {
                 let a = v.wrapping_add(offset as u64);
