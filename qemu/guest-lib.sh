@@ -708,7 +708,10 @@ run_events_agreement() {
 	x86_64) regs="di si dx cx ax sp ip flags r8 r15 bp xx lr x0" ;;
 	*) regs="x0 x1 x2 x30 lr sp pc pstate x31 di fp x29" ;;
 	esac
-	seed=$(date +%s)
+	# A fixed seed per arch, so that make test is the same every run (each
+	# was checked line by line); KP_CMDLINE=kp_agree_seed=N tries others
+	# (the 2026-12-05 runs: random seeds, each difference they found fixed).
+	case $ARCH in x86_64) seed=7 ;; *) seed=3 ;; esac
 	for w in $(cat /proc/cmdline); do
 		case $w in kp_agree_seed=*) seed=${w#kp_agree_seed=} ;; esac
 	done

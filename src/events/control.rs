@@ -257,12 +257,13 @@ pub(super) const PAST_END: usize = usize::MAX;
 
 /// The refusal for a probe registration that failed with `e`.
 pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
-    // An address in no symbol, outside all text: the kernel's -ENOENT.
-    // (A label in text, arm64's `_text`, is a notrace refusal there.)
+    // An address in no symbol: the kernel's -ENOENT outside all text, and
+    // for a return probe anywhere (its function-entry check); a kprobe on
+    // a label in text (arm64's `_text`) fails otherwise.
     let nowhere = requested_address(d).is_some_and(|a| {
         crate::symbols::bounds(a).is_none()
-            && !crate::symbols::in_kernel_image_text(a)
-            && !crate::symbols::in_module_text(a)
+            && (d.is_return
+                || !crate::symbols::in_kernel_image_text(a) && !crate::symbols::in_module_text(a))
     });
     let kind = if e == ENOENT || nowhere {
         ErrKind::BadProbeAddr
