@@ -91,6 +91,19 @@ pub(super) fn run(
     Some((v, None))
 }
 
+/// `%pS` of `addr` into `out` (NUL-terminated; nothing written when `out`
+/// is empty): the length of the whole text, as snprintf() returns it.
+pub(super) fn format_symbol(out: &mut [u8], addr: usize) -> usize {
+    let (p, n) = if out.is_empty() {
+        (core::ptr::null_mut(), 0)
+    } else {
+        (out.as_mut_ptr(), out.len())
+    };
+    // SAFETY: snprintf() writes at most `n` bytes at `p`.
+    let r = unsafe { snprintf(p, n, c"%pS".as_ptr().cast(), addr) };
+    r.max(0) as usize
+}
+
 /// Applies a bitfield type to a value read.
 fn bits(ty: Type, v: u64) -> u64 {
     match ty {
@@ -171,16 +184,7 @@ pub(super) fn fetch_string(a: &Arg, hit: Hit<'_>, j: usize, out: &mut [u8]) -> u
     }
     if a.ty == Type::SymStr {
         let v = fetch_value(a, hit);
-        // SAFETY: bounded formatting of an address with %pS.
-        let n = unsafe {
-            snprintf(
-                out.as_mut_ptr(),
-                out.len(),
-                c"%pS".as_ptr().cast(),
-                v as usize,
-            )
-        };
-        return (n.max(0) as usize).min(out.len() - 1) + 1;
+        return format_symbol(out, v as usize).min(out.len() - 1) + 1;
     }
     match string_source(a, hit, j) {
         Some((addr, user)) => read_string(addr, user, out),
@@ -207,9 +211,7 @@ pub(super) fn string_len(a: &Arg, hit: Hit<'_>, j: usize) -> usize {
         // What `%pS` prints, measured without a buffer (up to the
         // kernel's KSYM_SYMBOL_LEN, some 600 bytes).
         let v = fetch_value(a, hit);
-        // SAFETY: a measuring call: no buffer, size 0.
-        let n = unsafe { snprintf(core::ptr::null_mut(), 0, c"%pS".as_ptr().cast(), v as usize) };
-        return (n.max(0) as usize).min(MAX_STRING - 1) + 1;
+        return format_symbol(&mut [], v as usize).min(MAX_STRING - 1) + 1;
     }
     let Some((addr, user)) = string_source(a, hit, j) else {
         return 0;

@@ -281,16 +281,8 @@ fn print_value(
         }
         Type::Symbol => {
             let mut sym = [0u8; 256];
-            // SAFETY: bounded formatting of an address.
-            let n = unsafe {
-                snprintf(
-                    sym.as_mut_ptr(),
-                    sym.len(),
-                    c"%pS".as_ptr().cast(),
-                    v as usize,
-                )
-            };
-            w.put(&sym[..(n.max(0) as usize).min(sym.len() - 1)]);
+            let n = format_symbol(&mut sym, v as usize).min(sym.len() - 1);
+            w.put(&sym[..n]);
             Ok(())
         }
         Type::String | Type::UString | Type::SymStr => {
