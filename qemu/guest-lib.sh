@@ -259,6 +259,55 @@ run_events_standard() {
 	check std-truncate sh -c "echo >$T/kprobe_events && ! grep -q kp_std $E && [ ! -d $T/events/kp_std ]"
 }
 
+# --- dynamic_events, on a kernel without kprobe events of its own ------------
+# The kernel's generic file takes the engine's p:/r:/-: lines (and lists
+# them among the other dynamic events, here a uprobe), as it takes the
+# kernel's own kprobe events'.
+run_events_dynamic() {
+	D=$T/dynamic_events
+	if [ -n "$KERNEL_KE" ] || [ ! -e $D ]; then
+		echo "KP-CHECK: skip events-dynamic (the kernel has its own kprobe events, or no dynamic_events)"
+		return
+	fi
+	check dyn-define sh -c "echo 'p:kp_dyn/o do_sys_open dfd=\$arg1' >>$D && echo 'r:kp_dyn/r do_sys_open ret=\$retval' >>$D"
+	check dyn-listed sh -c "grep -qxF 'p:kp_dyn/o do_sys_open dfd=\$arg1' $D && grep -qE '^r[0-9]+:kp_dyn/r do_sys_open ret=\\\$retval\$' $D"
+	check dyn-listed-kprobe-events sh -c "grep -qxF 'p:kp_dyn/o do_sys_open dfd=\$arg1' $E && [ -d $T/events/kp_dyn/o ] && [ -d $T/events/kp_dyn/r ]"
+	# A uprobe (the kernel's, on the same file) is listed beside them.
+	check dyn-uprobe-beside sh -c "echo 'p:kp_up/u /bin/busybox:0x1000' >>$D && grep -qx 'p:kp_up/u /bin/busybox:0x0*1000' $D && grep -q kp_dyn/o $D"
+	echo >$T/trace
+	echo 1 >$T/events/kp_dyn/o/enable
+	activity
+	check dyn-records grep -qE ' o: \(do_sys_open\+0x[0-9a-f]+/0x[0-9a-f]+\) dfd=0x' $T/trace
+	# Enabled: neither its removal nor '>' takes it (nor anything else:
+	# the kernel checks every event before it frees one).
+	check dyn-remove-busy sh -c "! echo '-:kp_dyn/o' >>$D 2>/dev/null && grep -q kp_dyn/o $D"
+	check dyn-truncate-busy sh -c "! echo >$D 2>/dev/null && grep -q kp_dyn/o $D && grep -q kp_dyn/r $D && grep -q kp_up/u $D"
+	echo 0 >$T/events/kp_dyn/o/enable
+	check dyn-remove-one sh -c "echo '-:kp_dyn/r' >>$D && ! grep -q kp_dyn/r $D && ! grep -q kp_dyn/r $E && [ ! -d $T/events/kp_dyn/r ] && grep -q kp_dyn/o $D"
+	check dyn-remove-bang sh -c "echo '!p:kp_dyn/o do_sys_open dfd=\$arg1' >>$D && ! grep -q kp_dyn/o $D && [ ! -d $T/events/kp_dyn ]"
+	check dyn-remove-none sh -c "! echo '-:kp_dyn/o' >>$D 2>/dev/null"
+	# Sites: appended, removed one by one by location, the group at once.
+	echo 'p:kp_dyn/m do_sys_open' >>$D
+	check dyn-append sh -c "echo 'p:kp_dyn/m vfs_read' >>$D && grep -qxF 'p:kp_dyn/m do_sys_open' $D && grep -qxF 'p:kp_dyn/m vfs_read' $D"
+	check dyn-remove-site sh -c "echo '-:kp_dyn/m vfs_read' >>$D && ! grep -q vfs_read $D && grep -qxF 'p:kp_dyn/m do_sys_open' $D && [ -d $T/events/kp_dyn/m ]"
+	check dyn-remove-site-none sh -c "! echo '-:kp_dyn/m vfs_write' >>$D 2>/dev/null && grep -qxF 'p:kp_dyn/m do_sys_open' $D"
+	echo 'p:kp_dyn/n vfs_read' >>$D
+	check dyn-remove-group sh -c "echo '-:kp_dyn/' >>$D && ! grep -q kp_dyn $D && ! grep -q kp_dyn $E && [ ! -d $T/events/kp_dyn ] && grep -q kp_up/u $D"
+	# Removed through kprobe_events: gone from dynamic_events too.
+	echo 'p:kp_dyn/k do_sys_open' >>$D
+	check dyn-remove-elsewhere sh -c "echo '-:kp_dyn/k' >>$E && ! grep -q kp_dyn/k $D"
+	echo >$T/error_log
+	c='p:kp_dyn/bad no_such_function_kp'
+	check dyn-error-refused sh -c "! echo '$c' >>$D 2>/dev/null && ! grep -q kp_dyn/bad $D"
+	check dyn-error-log-entry tracing_err_is trace_kprobe 'Invalid probed address or symbol' "$c" no_such
+	# Not a kprobe line: the kernel's answer (-EINVAL), nothing defined.
+	check dyn-other-command sh -c "! echo 'x:kp_dyn/x do_sys_open' >>$D 2>/dev/null && ! grep -q kp_dyn $D"
+	check dyn-nonroot-no-events nobody_cannot_define_in $D
+	# '>' removes them all, ours and the kernel's.
+	echo 'p:kp_dyn/t do_sys_open' >>$D
+	check dyn-truncate sh -c "echo >$D && ! grep -q kp_dyn $D && ! grep -q kp_up $D && [ ! -s $E ]"
+}
+
 # --- the kernel's ftrace selftests for kprobe events --------------------------
 # ftracetest and test.d/kprobe/*.tc from the kernel source (in the
 # initramfs), run one test at a time against /sys/kernel/tracing: the
@@ -272,6 +321,8 @@ ft_expect() { # who test
 	# no trace-printk sample module, no stack tracer, no networking
 	# (inet_csk_accept). The same on the kernel's own kprobe events.
 	kprobe_eventname | kprobe_module) echo UNRESOLVED ;;
+	# No synthetic events (CONFIG_SYNTH_EVENTS) in the test kernels.
+	dynevent_clear_select_events | dynevent_generic_clear_event) echo UNSUPPORTED ;;
 	kprobe_ftrace) echo UNSUPPORTED ;;
 	kretprobe_maxactive) echo FAIL ;;
 	# arm64: name_show is unique in these kernels; the optprobe test knows
@@ -294,6 +345,7 @@ ft_expect_probes() { # who test
 ft_why() { # who test
 	case $2 in
 	kprobe_eventname) echo "no .isra. function: the test kernels are built with clang" ;;
+	dynevent_clear_select_events | dynevent_generic_clear_event) echo "needs synthetic events (CONFIG_SYNTH_EVENTS), not in the test kernels" ;;
 	kprobe_module) echo "needs the trace-printk sample module, not built" ;;
 	kprobe_ftrace) echo "needs the stack tracer (CONFIG_STACK_TRACER), not in the test kernels" ;;
 	kprobe_non_uniq_symbol) echo "name_show is a unique symbol in the arm64 test kernels" ;;
@@ -320,8 +372,13 @@ run_ftracetest() {
 		echo "KP-CHECK: skip ftracetest-$who (a debug kernel: five to six minutes of CI's budget; run on the others)"
 		return
 	fi
-	for tc in /ftrace/test.d/kprobe/*.tc; do
+	# The kprobe tests, and those of dynamic_events that define kprobe
+	# events. (Its add_remove_uprobe writes uprobe_events only, and looks
+	# for a mapping of .../bin/...sh, which busybox's /bin/sh is not.)
+	for tc in /ftrace/test.d/kprobe/*.tc /ftrace/test.d/dynevent/add_remove_kprobe.tc \
+		/ftrace/test.d/dynevent/clear_select_events.tc /ftrace/test.d/dynevent/generic_clear_event.tc; do
 		n=$(basename "$tc" .tc)
+		case $tc in */dynevent/*) n=dynevent_$n ;; esac
 		rm -rf /tmp/ftlog
 		(cd /ftrace && ./ftracetest -v -l /tmp/ftlog "$tc") >/tmp/ft.out 2>&1
 		r=$(grep -oE '\[(PASS|FAIL|UNSUPPORTED|UNTESTED|UNRESOLVED|XFAIL)\]' /tmp/ft.out | head -n 1 | tr -d '[]')
@@ -992,10 +1049,16 @@ run_events_module_later() {
 	case $ARCH in x86_64) a1=%di ;; *) a1=%x0 ;; esac
 	check events-module-not-loaded-define sh -c "echo 'p:kp_later/t kp_target:kp_target_c_func x=$a1' >>$E"
 	check events-module-not-loaded-listed grep -qx "p:kp_later/t kp_target:kp_target_c_func x=$a1" $E
+	# Its own @SYM, unknown until it loads: resolved then, as the
+	# kernel's (which resolves @SYM at each registration).
+	check events-module-not-loaded-sym sh -c "echo 'p:kp_later/w kp_target:kp_target_c_func w=@kp_target_c_word:x64' >>$E"
 	echo 1 >$T/events/kp_later/t/enable
+	echo 1 >$T/events/kp_later/w/enable
 	echo >$T/trace
 	insmod $M/kp_target.ko
 	check events-module-armed-at-load test "$(module_load_records)" = 1
+	check events-module-sym-at-load test "$(grep -a ' w: (kp_target_c_func+' $T/trace | grep -c 'w=0x5eed$')" = 1
+	echo 0 >$T/events/kp_later/w/enable
 	rmmod kp_target
 	insmod $M/kp_target.ko
 	check events-module-rearmed-at-reload test "$(module_load_records)" = 2
@@ -1012,6 +1075,7 @@ run_events_module_later() {
 	check events-module-gone-site-enables sh -c "echo 1 >$T/events/kp_later/t/enable"
 	cat /proc/version >/dev/null
 	echo 0 >$T/events/kp_later/t/enable
+	echo '-:kp_later/w' >>$E
 	check events-module-later-remove sh -c "echo '-:kp_later/t' >>$E && ! grep -q kp_later $E && ! grep -q kp_target $KP/list"
 }
 

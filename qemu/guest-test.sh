@@ -107,6 +107,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events
 	run_events_tracefs
 	run_events_standard
+	run_events_dynamic
 	run_ftracetest
 	run_tools
 	run_events_bpf
@@ -125,11 +126,20 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	[ "$ARCH" = aarch64 ] && check brk-hook-shared-with-function-tracer brk_shared
 	run_oops
 fi
+# An event defined through dynamic_events when the engine goes.
+if [ -z "$KERNEL_KE" ] && [ -e $T/dynamic_events ]; then
+	echo 'p:kp_left/o do_sys_open' >>$T/dynamic_events
+fi
 check engine-rmmod rmmod kprobes
 # Where the engine served the standard files: gone, and README the
 # kernel's again.
 if [ -z "$KERNEL_KE" ]; then
 	check std-gone-after-unload sh -c "[ ! -e $T/kprobe_events ] && [ ! -e $T/kprobe_profile ] && ! grep -q 'place (kretprobe)' $T/README"
+	# Its events left dynamic_events with it, which refuses their lines
+	# again as before it loaded (no operations of a module that went).
+	if [ -e $T/dynamic_events ]; then
+		check dyn-gone-after-unload sh -c "! grep -q kp_left $T/dynamic_events && ! echo 'p:kp_left/o do_sys_open' >>$T/dynamic_events 2>/dev/null && ! grep -q kp_left $T/dynamic_events"
+	fi
 fi
 # Loaded again (its slab cache, debugfs files and hooks were all taken
 # down), one probe, unloaded again.

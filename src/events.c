@@ -34,6 +34,7 @@ void kp_tev_record(struct kp_tev *t, const void *site, struct pt_regs *regs,
 		   unsigned long ip, unsigned long ret_ip, const void *edata);
 void kp_events_event_lock(void);
 void kp_events_event_unlock(void);
+void kp_events_event_assert_held(void);
 
 /* Implemented in src/events/: `owner` is the event, `site` the probed place
  * of it that hit (its fetch programs). */
@@ -136,8 +137,6 @@ static bool kp_event_call_exists(const char *system, const char *name)
 	struct trace_event_call *call;
 	const char *n;
 
-	if (!kp_ftrace_events)
-		return false;
 	list_for_each_entry(call, kp_ftrace_events, list) {
 		if (!call->class || !call->class->system || strcmp(system, call->class->system))
 			continue;
@@ -163,8 +162,11 @@ void kp_events_set_trace_call_bpf(void *fn)
 	kp_trace_call_bpf = fn;
 }
 
-/* The trace core's event_mutex around a change of an event's sites, which
- * kp_ev_arm() walks under it (from kp_reg()). */
+/* The trace core's event_mutex: the outer lock of every change to the
+ * probe events (src/events/ takes it before its own events mutex, the
+ * order the kernel's dynamic events have: the trace core calls kp_reg()
+ * and the dynamic_events callbacks with it held, and those reach the
+ * events). NULL where it was not found: then no event exists. */
 void kp_events_event_lock(void)
 {
 	if (kp_event_mutex)
@@ -175,6 +177,13 @@ void kp_events_event_unlock(void)
 {
 	if (kp_event_mutex)
 		mutex_unlock(kp_event_mutex);
+}
+
+/* The caller says the trace core holds event_mutex for it. */
+void kp_events_event_assert_held(void)
+{
+	if (kp_event_mutex)
+		lockdep_assert_held(kp_event_mutex);
 }
 
 void kp_events_lock(void)
@@ -382,29 +391,20 @@ struct kp_tev *kp_tev_create(void *owner, const char *group, const char *name,
 	return t;
 }
 
-/* -EEXIST when group/name is taken (by us or anyone), else 0 or -errno. */
+/* -EEXIST when group/name is taken (by us or anyone), else 0 or -errno.
+ * event_mutex held (kp_events_event_lock()). */
 int kp_tev_register(struct kp_tev *t)
 {
-	struct trace_event_file *f;
 	int ret;
 
-	if (!kp_event_mutex)
+	/* Without the list of every event call the kernel's built-in names
+	 * (ftrace/function) could not be refused: no events. (Both are data
+	 * symbols of kernel/trace/, found or not together.) */
+	if (!kp_event_mutex || !kp_ftrace_events)
 		return -ENODEV;
-	/* Without the list of every event call (kp_event_call_exists(),
-	 * which covers this: each event file is made for a call on that
-	 * list), at least the events with a file in the top instance.
-	 * (Takes event_mutex itself.) */
-	if (!kp_ftrace_events) {
-		f = trace_get_event_file(NULL, t->class.system, t->call.name);
-		if (!IS_ERR(f)) {
-			trace_put_event_file(f);
-			return -EEXIST;
-		}
-	}
-	mutex_lock(kp_event_mutex);
-	ret = -EEXIST;
+	lockdep_assert_held(kp_event_mutex);
 	if (kp_event_call_exists(t->class.system, t->call.name))
-		goto out;
+		return -EEXIST;
 	ret = -ENODEV;
 	if (register_trace_event(&t->call.event)) {
 		ret = trace_add_event_call(&t->call);
@@ -413,19 +413,17 @@ int kp_tev_register(struct kp_tev *t)
 		else
 			t->registered = true;
 	}
-out:
-	mutex_unlock(kp_event_mutex);
 	return ret;
 }
 
-/* -EBUSY while the event is enabled or open somewhere. */
+/* -EBUSY while the event is enabled or open somewhere. event_mutex held. */
 int kp_tev_unregister(struct kp_tev *t)
 {
 	int ret;
 
 	if (!t->registered)
 		return 0;
-	mutex_lock(kp_event_mutex);
+	lockdep_assert_held(kp_event_mutex);
 	if (!list_empty(&t->files) || atomic_read(&t->perf_users)) {
 		ret = -EBUSY;
 	} else {
@@ -435,7 +433,6 @@ int kp_tev_unregister(struct kp_tev *t)
 		if (!ret)
 			t->registered = false;
 	}
-	mutex_unlock(kp_event_mutex);
 	return ret;
 }
 

@@ -10,6 +10,10 @@
 
 u64 kp_target_c_func(u64 x);
 
+/* Read by a probe event's `@kp_target_c_word` defined before the module
+ * loads (resolved when it comes). */
+u64 kp_target_c_word = 0x5eed;
+
 noinline u64 kp_target_c_func(u64 x)
 {
 	barrier_data(&x);

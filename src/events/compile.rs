@@ -92,11 +92,14 @@ pub(super) fn print_conv(t: Type) -> &'static str {
     }
 }
 
-/// Compiles one parsed argument (resolving `@SYM`); its field.
+/// Compiles one parsed argument (resolving `@SYM`; `defer`: an unknown
+/// one is left as address 0, for a site whose module is not loaded yet:
+/// compiled again when it comes); its field.
 pub(super) fn compile_arg(
     a: &FetchArg<'_>,
     index: usize,
     offset: usize,
+    defer: bool,
 ) -> core::result::Result<(Arg, Field), (ErrKind, Error)> {
     let bad = |k| (k, EINVAL);
     let mut ops = [COp::Imm(0); ep::MAX_OPS];
@@ -111,9 +114,14 @@ pub(super) fn compile_arg(
                     CStr::from_bytes_with_nul(&buf[..=n]).map_err(|_| bad(ErrKind::BadMemAddr))?;
                 // Unknown: the kernel finds out at registration
                 // (traceprobe_update_arg(), -ENOENT) and blames the probe's
-                // location.
-                let base = crate::symbols::lookup_name(c).ok_or((ErrKind::BadProbeAddr, ENOENT))?;
-                Op::Addr((base as u64).wrapping_add(offset as u64))
+                // location; or, with the probe's module not loaded, takes
+                // that for the module's absence and tries again when it
+                // comes.
+                match crate::symbols::lookup_name(c) {
+                    Some(base) => Op::Addr((base as u64).wrapping_add(offset as u64)),
+                    None if defer => Op::Addr(0),
+                    None => return Err((ErrKind::BadProbeAddr, ENOENT)),
+                }
             }
             Op::Reg(r) => Op::Reg(r),
             Op::Stack(n) => Op::Stack(n),
@@ -189,22 +197,42 @@ pub(super) fn enomem<E>(_: E) -> (ErrKind, Error) {
     (ErrKind::FailRegProbe, ENOMEM)
 }
 
+/// The fetch programs of `d`'s arguments and the fields they make
+/// (`defer`: as [`compile_arg`]).
+fn compile_args(
+    d: &ProbeDef<'_>,
+    defer: bool,
+) -> core::result::Result<(KVec<Arg>, KVec<Field>), (ErrKind, Error)> {
+    let mut args = KVec::new();
+    let mut fields = KVec::new();
+    let mut fixed = 0;
+    for (i, a) in d.args().enumerate() {
+        let a = a.map_err(|e| (e.kind, EINVAL))?;
+        let (arg, field) = compile_arg(&a, i, fixed, defer)?;
+        fixed += arg.size;
+        args.push(arg, GFP_KERNEL).map_err(enomem)?;
+        fields.push(field, GFP_KERNEL).map_err(enomem)?;
+    }
+    Ok((args, fields))
+}
+
+/// Whether `d` probes a module that is not loaded (its site waits).
+fn module_pending(d: &ProbeDef<'_>) -> bool {
+    match d.location {
+        ep::Location::Symbol {
+            module: Some(m), ..
+        } => !module_loaded(m.as_bytes()),
+        _ => false,
+    }
+}
+
 /// Builds a site for `d` (not yet registered, not on any event), and the
 /// fields its arguments make.
 pub(super) fn build_site(
     d: &ProbeDef<'_>,
     seq: u64,
 ) -> core::result::Result<(KBox<Site>, KVec<Field>), (ErrKind, Error)> {
-    let mut args = KVec::new();
-    let mut fields = KVec::new();
-    let mut fixed = 0;
-    for (i, a) in d.args().enumerate() {
-        let a = a.map_err(|e| (e.kind, EINVAL))?;
-        let (arg, field) = compile_arg(&a, i, fixed)?;
-        fixed += arg.size;
-        args.push(arg, GFP_KERNEL).map_err(enomem)?;
-        fields.push(field, GFP_KERNEL).map_err(enomem)?;
-    }
+    let (args, fields) = compile_args(d, module_pending(d))?;
     // A return probe lists the number of instances it got, the default
     // one too, as the kernel's does (`r10:` where no number was given).
     let listed = d.with_default_maxactive(crate::kretprobe::default_maxactive() as u32);
@@ -256,10 +284,13 @@ pub(super) fn build_site(
                 _ => None,
             },
             registered: core::sync::atomic::AtomicBool::new(false),
+            dynev: core::ptr::null_mut(),
         },
         GFP_KERNEL,
     )
     .map_err(enomem)?;
+    let mut site = site;
+    site.dynev = super::dynevent::entry_for(&site).map_err(enomem)?;
     Ok((site, fields))
 }
 
@@ -573,10 +604,27 @@ pub(crate) fn module_coming(name: &[u8]) {
                 );
                 continue;
             };
-            // Under `event_mutex`, as the kernel's callback: enabling
-            // and disabling the event cannot come in between.
-            let _l = SitesLock::lock();
+            // `@SYM` resolved again, the module's own now among them (the
+            // kernel's traceprobe_update_arg() at each registration). The
+            // same fields: the same line.
+            let args = match compile_args(&d, false) {
+                Ok((a, _)) => a,
+                Err((k, e)) => {
+                    pr_warn!(
+                        "kprobe_events: {} not registered on module load: {} ({:?})\n",
+                        line,
+                        k.message(),
+                        e
+                    );
+                    unregister_probe(site, is_return);
+                    continue;
+                }
+            };
+            // Under `event_mutex` (`Locked`), as the kernel's callback:
+            // enabling and disabling the event cannot come in between.
             unregister_probe(site, is_return);
+            // Unregistered: no hit reads the programs being replaced.
+            site.args = args;
             site.rp = fresh(&site.rp);
             if let Err(e) = register_probe(site, &d) {
                 pr_warn!(

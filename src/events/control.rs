@@ -361,6 +361,9 @@ fn create(
     }
     // Cannot fail: room was reserved above.
     let _ = g.events().push(ev, GFP_KERNEL);
+    if let Some(s) = g.events().last().and_then(|e| e.sites.first()) {
+        super::dynevent::list(s);
+    }
     Ok(())
 }
 

@@ -33,6 +33,7 @@ use kernel::prelude::*;
 
 mod compile;
 mod control;
+mod dynevent;
 mod fetch;
 mod log;
 mod record;
@@ -178,8 +179,18 @@ pub(crate) struct Site {
     pub(super) module: Option<KVec<u8>>,
     /// The probe is registered with the engine: not while its module is
     /// not loaded (the site waits for it, as the kernel's do). Changed
-    /// under `SitesLock`.
+    /// under [`Locked`].
     pub(super) registered: core::sync::atomic::AtomicBool,
+    /// The site's entry on the kernel's `dyn_event_list` (`src/dynevent.c`),
+    /// where the engine serves `dynamic_events`; else null. Listed once
+    /// the site is on its event, unlisted and freed with the site.
+    pub(super) dynev: *mut c_void,
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        dynevent::drop_entry(self.dynev);
+    }
 }
 
 impl Site {
@@ -221,9 +232,9 @@ pub(crate) struct Event {
     pub(super) fields: KVec<Field>,
     /// Size of the arguments' fixed part.
     pub(super) fixed: usize,
-    /// Changed under both the events mutex and the trace core's
-    /// `event_mutex` (see [`SitesLock`]): the listing reads them under the
-    /// first, arming at enable (`kp_ev_arm`) under the second.
+    /// Changed under [`Locked`] (`event_mutex` and the events mutex):
+    /// arming at enable (`kp_ev_arm`) and `dynamic_events` read them under
+    /// `event_mutex` alone.
     pub(super) sites: KVec<KBox<Site>>,
 }
 
@@ -240,45 +251,76 @@ impl Event {
 extern "C" {
     fn kp_events_event_lock();
     fn kp_events_event_unlock();
+    fn kp_events_event_assert_held();
 }
 
-/// The trace core's `event_mutex`, held while an event's sites change
-/// (taken inside the events mutex, the order registration has too).
-pub(super) struct SitesLock;
+/// Holds the trace core's `event_mutex`: the outer lock of the events
+/// (every change to an event or its sites holds it, as the trace core's
+/// callbacks into them do: enabling (`kp_ev_arm`), `dynamic_events`).
+struct EventMutex {
+    /// Taken here (released at drop), not held by a caller.
+    taken: bool,
+}
 
-impl SitesLock {
-    pub(super) fn lock() -> Self {
+impl EventMutex {
+    fn lock() -> Self {
         // SAFETY: a mutex of the kernel's (or nothing, where it was not
-        // found: then no event exists).
+        // found: then no event exists). Process context.
         unsafe { kp_events_event_lock() };
-        SitesLock
+        EventMutex { taken: true }
+    }
+
+    /// The trace core holds it for this task (lockdep checks).
+    fn held() -> Self {
+        // SAFETY: an assertion.
+        unsafe { kp_events_event_assert_held() };
+        EventMutex { taken: false }
     }
 }
 
-impl Drop for SitesLock {
+impl Drop for EventMutex {
     fn drop(&mut self) {
-        // SAFETY: taken in `lock`.
-        unsafe { kp_events_event_unlock() };
+        if self.taken {
+            // SAFETY: taken in `lock`.
+            unsafe { kp_events_event_unlock() };
+        }
     }
 }
 
 /// The events, in definition order.
 pub(super) static EVENTS: LockedBy<KVec<KBox<Event>>, EventsGuard> = LockedBy::new(KVec::new());
 
-/// Holds the events mutex.
-pub(super) struct Locked(EventsGuard);
+/// Holds `event_mutex`, then the events mutex (released in the reverse
+/// order: fields drop in declaration order).
+pub(super) struct Locked {
+    g: EventsGuard,
+    _em: EventMutex,
+}
 
 impl Locked {
     fn lock() -> Self {
-        Locked(EventsGuard::lock())
+        let em = EventMutex::lock();
+        Locked {
+            g: EventsGuard::lock(),
+            _em: em,
+        }
+    }
+
+    /// From a callback the trace core makes with `event_mutex` held.
+    fn under_event_mutex() -> Self {
+        let em = EventMutex::held();
+        Locked {
+            g: EventsGuard::lock(),
+            _em: em,
+        }
     }
 
     fn events(&mut self) -> &mut KVec<KBox<Event>> {
-        EVENTS.get_mut(&mut self.0)
+        EVENTS.get_mut(&mut self.g)
     }
 
     fn log(&mut self) -> &mut ErrorLog {
-        ERROR_LOG.get_mut(&mut self.0)
+        ERROR_LOG.get_mut(&mut self.g)
     }
 }
 
@@ -347,18 +389,20 @@ pub(crate) fn init() {
         // SAFETY: the kernel's `struct list_head ftrace_events`, lives
         // forever; read under `event_mutex` only.
         Some(l) => unsafe { kp_events_set_ftrace_events(l as *mut c_void) },
-        None => pr_warn!("ftrace_events not found: names of built-in events are not refused\n"),
+        None => pr_warn!("ftrace_events not found: kprobe_events disabled\n"),
     }
     match crate::symbols::lookup_name(kernel::c_str!("event_mutex")) {
         // SAFETY: the kernel's `struct mutex event_mutex`, lives forever.
         Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
         None => pr_warn!("event_mutex not found: kprobe_events disabled\n"),
     }
+    dynevent::init(crate::symbols::lookup_name(kernel::c_str!("event_mutex")).is_some());
 }
 
 /// Removes every event at engine unload (none can be enabled: enabling one
 /// pins the module).
 pub(crate) fn exit() {
+    dynevent::exit();
     let _ = kp_events_clear();
     // The list is a static: free its buffer (kmemleak found it).
     let mut g = Locked::lock();

@@ -157,7 +157,7 @@ pub(crate) unsafe extern "C" fn kp_ev_name(owner: *mut c_void) -> *const c_char 
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_arm(owner: *mut c_void, on: bool) -> c_int {
     // SAFETY: per the function's contract. The sites change only under
-    // `event_mutex` too (`SitesLock`), which the caller holds; each
+    // `event_mutex` too (`Locked`), which the caller holds; each
     // probe stays registered while its site is on the list. No `&mut` to
     // the event or a site: hits read them meanwhile.
     let sites = unsafe { &(*owner.cast::<Event>()).sites };

@@ -37,10 +37,10 @@ pub(super) fn append(
     notrace_refused(d)?;
     site.ev = &**ev;
     register_or_wait(&mut site, d).map_err(|e| registration_refused(d, e))?;
-    // Under `event_mutex`: enabling and disabling the event walk the
-    // sites under it, and cannot come between the check and the arming.
+    // Under `event_mutex` (`Locked`): enabling and disabling the event
+    // walk the sites under it, and cannot come between the check and the
+    // arming.
     let armed = {
-        let _l = SitesLock::lock();
         let r = if ev.sites.reserve(1, GFP_KERNEL).is_err() {
             -(bindings::ENOMEM as c_int)
         // SAFETY: a registered event of ours.
@@ -59,7 +59,12 @@ pub(super) fn append(
         }
     };
     match armed {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            if let Some(s) = g.events().get(i).and_then(|e| e.sites.last()) {
+                super::dynevent::list(s);
+            }
+            Ok(())
+        }
         Err((r, mut site)) => {
             unregister_probe(&mut site, d.is_return);
             Err((ErrKind::FailRegProbe, 0, Error::from_errno(r)))
@@ -70,11 +75,14 @@ pub(super) fn append(
 /// Whether a site's definition (location and arguments) starts with the
 /// `words` of a removal, as the kernel's `trace_kprobe_match_command_head()`
 /// compares them (none: every site).
-fn words_match(body: &[u8], words: &str) -> bool {
+pub(super) fn words_match<'a>(body: &[u8], words: impl IntoIterator<Item = &'a [u8]>) -> bool {
     let mut have = body.split(|&c| c == b' ').filter(|w| !w.is_empty());
-    words
-        .split_ascii_whitespace()
-        .all(|w| have.next() == Some(w.as_bytes()))
+    words.into_iter().all(|w| have.next() == Some(w))
+}
+
+/// The words of a `-:` line after its event.
+fn removal_words(words: &str) -> impl Iterator<Item = &[u8]> {
+    words.split_ascii_whitespace().map(str::as_bytes)
 }
 
 /// `-:[GRP/]EVENT [LOCATION [ARGS]]`: removes the matching sites; an event
@@ -94,7 +102,7 @@ pub(super) fn remove(g: &mut Locked, group: Option<&str>, event: &str, words: &s
         let n = if ev_matches(ev) {
             ev.sites
                 .iter()
-                .filter(|s| words_match(s.body(), words))
+                .filter(|s| words_match(s.body(), removal_words(words)))
                 .count()
         } else {
             0
@@ -111,11 +119,12 @@ pub(super) fn remove(g: &mut Locked, group: Option<&str>, event: &str, words: &s
             }
             continue;
         }
-        while let Some(k) = ev.sites.iter().position(|s| words_match(s.body(), words)) {
-            let mut site = {
-                let _l = SitesLock::lock();
-                take_at(&mut ev.sites, k)
-            };
+        while let Some(k) = ev
+            .sites
+            .iter()
+            .position(|s| words_match(s.body(), removal_words(words)))
+        {
+            let mut site = take_at(&mut ev.sites, k);
             unregister_probe(&mut site, ev.is_return);
         }
         i += 1;
@@ -139,6 +148,23 @@ fn take_at<T>(v: &mut KVec<T>, i: usize) -> T {
         v.set_len(last);
         p.read()
     }
+}
+
+/// Removes site `k` of event `i`: the event with it when it is the last
+/// (`-EBUSY` while the event is enabled), as the kernel's
+/// `unregister_trace_kprobe()`.
+pub(super) fn remove_site(g: &mut Locked, i: usize, k: usize) -> Result {
+    let ev = g.events().get_mut(i).ok_or(ENOENT)?;
+    if k >= ev.sites.len() {
+        return Err(ENOENT);
+    }
+    if ev.sites.len() == 1 {
+        return remove_at(g, i);
+    }
+    let is_return = ev.is_return;
+    let mut site = take_at(&mut ev.sites, k);
+    unregister_probe(&mut site, is_return);
+    Ok(())
 }
 
 /// Removes event `i` with its sites: `-EBUSY` while it is enabled.
