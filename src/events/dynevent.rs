@@ -109,7 +109,9 @@ pub(super) fn drop_entry(d: *mut c_void) {
 pub(crate) unsafe extern "C" fn kp_ev_dyn_create(raw: *const c_char) -> c_int {
     // SAFETY: per the function's contract.
     let raw = unsafe { CStr::from_char_ptr(raw) }.as_bytes();
-    let mut words = raw.split(|c| c.is_ascii_whitespace()).filter(|w| !w.is_empty());
+    let mut words = raw
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
     let Some(cmd) = words.next() else {
         // argv_split() found no word: the kernel's trace_probe_create()
         // takes that as done.
@@ -198,7 +200,9 @@ pub(crate) unsafe extern "C" fn kp_ev_dyn_match(
         return false;
     }
     // SAFETY: as above.
-    if !system.is_null() && unsafe { CStr::from_char_ptr(system) }.as_bytes() != ev.group_str().as_bytes() {
+    if !system.is_null()
+        && unsafe { CStr::from_char_ptr(system) }.as_bytes() != ev.group_str().as_bytes()
+    {
         return false;
     }
     let n = usize::try_from(argc).unwrap_or(0);
