@@ -35,7 +35,10 @@ void kp_dyn_exit(void);
 /* src/events.c. */
 void kp_events_event_assert_held(void);
 
-#if defined(CONFIG_DYNAMIC_EVENTS) && !defined(CONFIG_KPROBE_EVENTS)
+/* (Built against headers without kernel/trace/, e.g. a distribution's
+ * headers package: no dynamic_events, said at load.) */
+#if defined(CONFIG_DYNAMIC_EVENTS) && !defined(CONFIG_KPROBE_EVENTS) && \
+	__has_include("trace_dynevent.h")
 #include "trace_dynevent.h"
 
 /* Implemented in src/events/dynevent.rs: `site` is the engine's. */
@@ -103,7 +106,7 @@ static bool kp_dyn_on;
 
 bool kp_dyn_enabled(void)
 {
-	return kp_dyn_on;
+	return READ_ONCE(kp_dyn_on);
 }
 
 /* A site's entry, not on the list yet; NULL: no memory. */
@@ -146,19 +149,19 @@ KP_KCALL int kp_dyn_init(void *register_fn, struct mutex *ops_mutex, struct list
 	kp_dyn_ops_mutex = ops_mutex;
 	kp_dyn_list = list;
 	ret = KP_FN(dyn_event_register, register_fn)(&kp_dyn_ops);
-	kp_dyn_on = !ret;
+	WRITE_ONCE(kp_dyn_on, !ret);
 	return ret;
 }
 
 /* Before the events go (no new one can come through dynamic_events). */
 void kp_dyn_exit(void)
 {
-	if (!kp_dyn_on)
+	if (!READ_ONCE(kp_dyn_on))
 		return;
 	mutex_lock(kp_dyn_ops_mutex);
 	list_del_init(&kp_dyn_ops.list);
 	mutex_unlock(kp_dyn_ops_mutex);
-	kp_dyn_on = false;
+	WRITE_ONCE(kp_dyn_on, false);
 }
 
 #else /* the kernel's kprobe events own dynamic_events' p: lines, or no file */

@@ -137,6 +137,8 @@ impl kernel::Module for KprobesEngine {
             drop(KprobesEngine);
             return Err(e);
         }
+        // Last: from here on lines come in from outside (`dynamic_events`).
+        events::dynevent::init();
         pr_info!("engine loaded ({})\n", arch::NAME);
         Ok(KprobesEngine)
     }
@@ -144,6 +146,8 @@ impl kernel::Module for KprobesEngine {
 
 impl Drop for KprobesEngine {
     fn drop(&mut self) {
+        // First: no event comes in through `dynamic_events` any more.
+        events::dynevent::exit();
         debugfs::exit();
         // No optimizer run from here on (probes are unoptimized as they go).
         optimize::exit();

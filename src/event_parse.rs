@@ -51,6 +51,12 @@ pub const MAX_MAXACTIVE: u32 = 4096;
 /// Longest fetch argument expression (`MAX_ARGSTR_LEN` - 1).
 pub const MAX_ARG_LEN: usize = 63;
 
+/// Whether the kernel's `isspace()` takes `c` for a space (what
+/// `argv_split()` splits a line at): ASCII whitespace and vertical tab.
+pub fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t'..=b'\r')
+}
+
 /// What went wrong, with the kernel's `error_log` message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrKind {

@@ -124,7 +124,10 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
     // and counts carets in).
     let text = line.split('#').next().unwrap_or("");
     let mut words = KVec::with_capacity(text.len(), GFP_KERNEL)?;
-    for (i, w) in text.split_ascii_whitespace().enumerate() {
+    let kernel_words = text
+        .split(|c: char| u8::try_from(c).is_ok_and(ep::is_space))
+        .filter(|w| !w.is_empty());
+    for (i, w) in kernel_words.enumerate() {
         if i > 0 {
             words.push(b' ', GFP_KERNEL)?;
         }
@@ -461,8 +464,10 @@ fn write_user(ubuf: usize, count: usize) -> Result<usize> {
         n
     };
     let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
-    let mut g = Locked::lock();
     for line in text.split('\n') {
+        // The locks line by line, as the kernel takes `event_mutex`: not
+        // across a whole write's registrations.
+        let mut g = Locked::lock();
         run_line(&mut g, line.trim_end_matches('\r'))?;
     }
     Ok(n)

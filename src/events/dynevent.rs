@@ -14,6 +14,7 @@
 //! as the kernel's kprobe events do.
 
 use super::*;
+use crate::event_parse as ep;
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int};
 use kernel::str::CStr;
@@ -33,10 +34,14 @@ extern "C" {
 /// exported) are resolved by name. Without them (or without
 /// `event_mutex`) `dynamic_events` keeps refusing `p:` lines, as before
 /// the engine loaded (`-EINVAL`); `kprobe_events` works as ever.
-pub(super) fn init(have_event_mutex: bool) {
+///
+/// The last step of the engine's load: from then on lines come in from
+/// outside, and the rest of the engine must be ready for them.
+pub(crate) fn init() {
     if !cfg!(CONFIG_DYNAMIC_EVENTS) || cfg!(CONFIG_KPROBE_EVENTS) {
         return;
     }
+    let have_event_mutex = crate::symbols::lookup_name(kernel::c_str!("event_mutex")).is_some();
     use crate::symbols::{lookup_function, lookup_name};
     let found = (
         lookup_function(kernel::c_str!("dyn_event_register")),
@@ -51,14 +56,17 @@ pub(super) fn init(have_event_mutex: bool) {
     // SAFETY: the kernel's function (or its gate), mutex and list head,
     // all living forever; called once, at load.
     let r = unsafe { kp_dyn_init(reg, mutex, list) };
-    if r != 0 {
+    if r == -(bindings::ENODEV as c_int) {
+        pr_warn!("dynamic_events: built without the kernel's kernel/trace/trace_dynevent.h: probe lines are refused there\n");
+    } else if r != 0 {
         pr_warn!("dynamic_events: registration failed ({})\n", r);
     }
 }
 
-/// Takes the operations off the kernel's list (at unload, before the
-/// events go: no new event comes through `dynamic_events` afterwards).
-pub(super) fn exit() {
+/// Takes the operations off the kernel's list (the first step of the
+/// engine's unload: no new event comes through `dynamic_events`
+/// afterwards). Idempotent.
+pub(crate) fn exit() {
     // SAFETY: process context; idempotent.
     unsafe { kp_dyn_exit() };
 }
@@ -109,9 +117,7 @@ pub(super) fn drop_entry(d: *mut c_void) {
 pub(crate) unsafe extern "C" fn kp_ev_dyn_create(raw: *const c_char) -> c_int {
     // SAFETY: per the function's contract.
     let raw = unsafe { CStr::from_char_ptr(raw) }.as_bytes();
-    let mut words = raw
-        .split(|c| c.is_ascii_whitespace())
-        .filter(|w| !w.is_empty());
+    let mut words = raw.split(|&c| ep::is_space(c)).filter(|w| !w.is_empty());
     let Some(cmd) = words.next() else {
         // argv_split() found no word: the kernel's trace_probe_create()
         // takes that as done.
@@ -126,7 +132,7 @@ pub(crate) unsafe extern "C" fn kp_ev_dyn_create(raw: *const c_char) -> c_int {
         Some(loc) if loc.contains(&b'/') && loc.contains(&b':') => return canceled,
         Some(_) => {}
     }
-    if let Err(e) = control::admin() {
+    if let Err(e) = admin() {
         return e.to_errno();
     }
     let Ok(text) = core::str::from_utf8(raw) else {
@@ -199,11 +205,12 @@ pub(crate) unsafe extern "C" fn kp_ev_dyn_match(
     if !event.is_empty() && event != ev.name_str().as_bytes() {
         return false;
     }
-    // SAFETY: as above.
-    if !system.is_null()
-        && unsafe { CStr::from_char_ptr(system) }.as_bytes() != ev.group_str().as_bytes()
-    {
-        return false;
+    if !system.is_null() {
+        // SAFETY: NUL-terminated per the contract.
+        let system = unsafe { CStr::from_char_ptr(system) }.as_bytes();
+        if system != ev.group_str().as_bytes() {
+            return false;
+        }
     }
     let n = usize::try_from(argc).unwrap_or(0);
     let words = (0..n).map(|i| {
@@ -222,6 +229,11 @@ pub(crate) unsafe extern "C" fn kp_ev_dyn_match(
 /// As [`site`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_dyn_free(s: *mut c_void) -> c_int {
+    // The engine's rule for its events, whatever the file's mode: the
+    // administrator only (the kernel then stops its removal loop here).
+    if let Err(e) = admin() {
+        return e.to_errno();
+    }
     let target = s.cast_const().cast::<Site>();
     let mut g = Locked::under_event_mutex();
     let found = g.events().iter().enumerate().find_map(|(i, e)| {

@@ -20,9 +20,10 @@
 //! read stores 0, or an empty string printed `(fault)`, and never faults.
 //!
 //! Layout: `control.rs` (the files), `sites.rs` (appending and removing
-//! sites), `compile.rs` (line to event),
-//! `fetch.rs` (fetch programs at a hit), `record.rs` (the trace event's
-//! callbacks), `log.rs` (`error_log`).
+//! sites), `compile.rs` (line to event), `modules.rs` (sites on modules
+//! not loaded yet), `fetch.rs` (fetch programs at a hit), `record.rs` (the
+//! trace event's callbacks), `log.rs` (`error_log`), `dynevent.rs` (the
+//! kernel's `dynamic_events`).
 
 use crate::abi::KpKretprobe;
 use crate::event_parse::{self as ep, Op, Type};
@@ -33,18 +34,20 @@ use kernel::prelude::*;
 
 mod compile;
 mod control;
-mod dynevent;
+pub(crate) mod dynevent;
 mod fetch;
 mod log;
+mod modules;
 mod record;
 mod sites;
 
-pub(crate) use compile::module_coming;
 use compile::*;
 pub(crate) use control::*;
 pub use control::{kp_event_command, kp_event_id};
 use fetch::*;
 pub(crate) use log::*;
+pub(crate) use modules::module_coming;
+use modules::*;
 use record::*;
 use sites::*;
 
@@ -396,12 +399,12 @@ pub(crate) fn init() {
         Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
         None => pr_warn!("event_mutex not found: kprobe_events disabled\n"),
     }
-    dynevent::init(crate::symbols::lookup_name(kernel::c_str!("event_mutex")).is_some());
 }
 
 /// Removes every event at engine unload (none can be enabled: enabling one
 /// pins the module).
 pub(crate) fn exit() {
+    // (Done first at unload already; here too for any other caller.)
     dynevent::exit();
     let _ = kp_events_clear();
     // The list is a static: free its buffer (kmemleak found it).
