@@ -308,6 +308,31 @@ run_events_dynamic() {
 	check dyn-truncate sh -c "echo >$D && ! grep -q kp_dyn $D && ! grep -q kp_up $D && [ ! -s $E ]"
 }
 
+# --- the kernel's kprobes/ debugfs files and sysctl, on a kernel without kprobes
+# The formats of the kernel's report_probe() and kprobe_blacklist_seq_show().
+run_kernel_kprobes_files() {
+	if [ -n "$KERNEL_KPROBES" ]; then
+		echo "KP-CHECK: skip kernel-kprobes-files (the kernel has its own kprobes)"
+		return
+	fi
+	K=/sys/kernel/debug/kprobes
+	check std-kprobes-modes [ "$(stat -c %a $K/list $K/enabled $K/blacklist /proc/sys/debug/kprobes-optimization | tr '\n' ' ')" = '400 600 400 644 ' ]
+	check std-kprobes-blacklist-format sh -c "grep -q . $K/blacklist && ! grep -vqE '^0x[0-9a-f]{16}-0x[0-9a-f]{16}	[^ ]+\$' $K/blacklist && [ \$(grep -cE '	notify_die\$' $K/blacklist) = 1 ]"
+	echo 'p:kp_kl/o do_sys_open' >>$E
+	echo 1 >$T/events/kp_kl/o/enable
+	# (+0x4 past an IBT kernel's endbr64, arm64's patchable entry.)
+	at='do_sys_open\+0x[048]'
+	check std-kprobes-list-format grep -qE "^[0-9a-f]{16}  k  $at    \[FTRACE\]\$" $K/list
+	echo 0 >$T/events/kp_kl/o/enable
+	check std-kprobes-list-disabled grep -qE "^[0-9a-f]{16}  k  $at    \[DISABLED\]" $K/list
+	echo '-:kp_kl/o' >>$E
+	check std-kprobes-enabled sh -c "[ \"\$(cat $K/enabled)\" = 1 ] && echo 0 >$K/enabled && [ \"\$(cat $KP/enabled)\" = 0 ] && echo 1 >$K/enabled && [ \"\$(cat $KP/enabled)\" = 1 ]"
+	O=/proc/sys/debug/kprobes-optimization
+	check std-sysctl-optimization sh -c "[ \"\$(cat $O)\" = 1 ] && echo 0 >$O && [ \"\$(cat $KP/optimize)\" = 0 ] && [ \"\$(cat $O)\" = 0 ] && echo 1 >$O && [ \"\$(cat $KP/optimize)\" = 1 ]"
+	check std-sysctl-optimization-range sh -c "! echo 2 >$O 2>/dev/null && [ \"\$(cat $O)\" = 1 ]"
+	check std-kprobes-nonroot sh -c "! su -s /bin/sh nobody -c 'cat $K/list' >/dev/null 2>&1 && ! su -s /bin/sh nobody -c 'echo 0 >$O' 2>/dev/null && [ \"\$(cat $O)\" = 1 ]"
+}
+
 # --- the kernel's ftrace selftests for kprobe events --------------------------
 # ftracetest and test.d/kprobe/*.tc from the kernel source (in the
 # initramfs), run one test at a time against /sys/kernel/tracing: the
@@ -334,8 +359,6 @@ ft_expect() { # who test
 }
 ft_expect_probes() { # who test
 	case $1:$2 in
-	# Not yet in the engine (issue #23; docs/status.md).
-	engine:kprobe_opt_types) echo FAIL ;;
 	# The engine's files are the standard ones on the hardened kernels,
 	# which have kCFI.
 	engine:probepoint) echo FAIL ;;
@@ -352,7 +375,7 @@ ft_why() { # who test
 	kretprobe_maxactive) echo "probes inet_csk_accept: the test kernels have no networking" ;;
 	kprobe_opt_types)
 		if [ "$ARCH" = aarch64 ]; then echo "the test knows the optprobes of x86_64, arm and ppc only"
-		else echo "no /proc/sys/debug/kprobes-optimization or debugfs kprobes/list, and optimization settles later than the test looks"; fi ;;
+		else echo "?"; fi ;;
 	probepoint) echo "on kCFI kernels its kallsyms grep picks __cfi_tracefs_create_dir, a type-hash preamble without an ftrace site: refused as a notrace function, as the kernel's own refuses it" ;;
 	*) echo "?" ;;
 	esac

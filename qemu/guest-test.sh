@@ -23,8 +23,11 @@ fi
 for w in $(cat /proc/cmdline); do
 	case $w in kp_random_seed=*) echo "${w#kp_random_seed=}" >/tmp/kp_random_seed ;; esac
 done
-# For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read().
-cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
+# For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read()
+# (on a kernel without kprobes the file is the engine's now: none).
+if [ -n "$KERNEL_KPROBES" ]; then
+	cat /sys/kernel/debug/kprobes/blacklist >/tmp/kernel-kprobes-blacklist
+fi
 # For kp_alloc_fail: the kernel's fault injection counts GFP_KERNEL slab
 # objects and single pages (it ignores both by default), silently; it stays
 # inert unless a task sets its fail_nth (probability 0).
@@ -108,6 +111,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events_tracefs
 	run_events_standard
 	run_events_dynamic
+	run_kernel_kprobes_files
 	run_ftracetest
 	run_tools
 	run_events_bpf
@@ -135,6 +139,7 @@ check engine-rmmod rmmod kprobes
 # kernel's again.
 if [ -z "$KERNEL_KE" ]; then
 	check std-gone-after-unload sh -c "[ ! -e $T/kprobe_events ] && [ ! -e $T/kprobe_profile ] && ! grep -q 'place (kretprobe)' $T/README"
+	check std-kprobes-files-gone-after-unload sh -c "[ ! -e /sys/kernel/debug/kprobes ] && [ ! -e /proc/sys/debug/kprobes-optimization ]"
 	# Its events left dynamic_events with it, which refuses their lines
 	# again as before it loaded (no operations of a module that went).
 	if [ -e $T/dynamic_events ]; then

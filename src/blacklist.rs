@@ -583,6 +583,27 @@ pub unsafe extern "C" fn kp_blacklist_range(
 }
 
 /// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
+/// The ranges as the kernel's `kprobes/blacklist` shows its own (`0x%px-0x%px\t%ps`:
+/// start, end, the symbol at the start; what perf reads to skip them).
+pub(crate) fn write_kernel(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    let all = ranges();
+    for (i, r) in all.iter().enumerate() {
+        // Once per range, as the kernel lists each (here a range may be
+        // refused for several reasons).
+        let seen = all.get(..i).unwrap_or(&[]);
+        if seen.iter().any(|o| o.start == r.start && o.end == r.end) {
+            continue;
+        }
+        write!(w, "0x{:016x}-0x{:016x}\t", r.start, r.end)?;
+        match symbols::symbol_at(r.start) {
+            Some(s) => w.write_str(core::str::from_utf8(s.name()).unwrap_or("?"))?,
+            None => write!(w, "0x{:016x}", r.start)?,
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     for r in ranges() {
         write!(w, "{:#018x}-{:#018x}\t", r.start, r.end)?;

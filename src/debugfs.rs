@@ -22,11 +22,17 @@
 //! `tracefs_create_file()` and `tracefs_remove()`, resolved by name at load
 //! (missing: debugfs only, said once in the log).
 //!
+//! On a kernel without kprobes (`CONFIG_KPROBES=n`) the engine also makes
+//! the kernel's own `/sys/kernel/debug/kprobes/` (`list`, `enabled`,
+//! `blacklist`, in the kernel's formats: perf reads `blacklist`, the ftrace
+//! selftests `list`) and the `debug.kprobes-optimization` sysctl
+//! (`/proc/sys/debug/kprobes-optimization`, the `optimize` switch).
+//!
 //! The file plumbing (seq_file, fops) is C glue in `helpers.c`; the content
 //! is produced here.
 
 use core::sync::atomic::{AtomicPtr, Ordering};
-use kernel::ffi::{c_char, c_long, c_ulong, c_void};
+use kernel::ffi::{c_char, c_int, c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::{c_str, str::CStr};
 
@@ -39,11 +45,15 @@ const ERROR_LOG: c_ulong = 6;
 const FTRACE: c_ulong = 7;
 const OPTIMIZE: c_ulong = 8;
 const STATS: c_ulong = 9;
+const KERNEL_LIST: c_ulong = 10;
+const KERNEL_BLACKLIST: c_ulong = 11;
 
 extern "C" {
     fn kp_helper_debugfs_init(dir: *const c_char) -> kernel::ffi::c_int;
     fn kp_helper_debugfs_file(name: *const c_char, mode: u16, which: c_ulong);
     fn kp_helper_debugfs_exit();
+    fn kp_helper_debugfs_std_file(name: *const c_char, mode: u16, which: c_ulong) -> c_int;
+    fn kp_helper_sysctl_init() -> c_int;
     fn kp_helper_debugfs_events_file(name: *const c_char, which: c_ulong);
     fn kp_helper_seq_write(m: *mut c_void, data: *const c_char, len: usize);
     fn kp_helper_tracefs_init(
@@ -108,7 +118,47 @@ pub(crate) fn init() -> Result {
     }
     // SAFETY: a NUL-terminated static name.
     unsafe { kp_helper_debugfs_events_file(c_str!("kprobe_events").as_char_ptr(), EVENTS) };
+    if !cfg!(CONFIG_KPROBES) {
+        kernel_files();
+    }
     Ok(())
+}
+
+/// The kernel's `kprobes/` files and `debug.kprobes-optimization` sysctl,
+/// with the kernel's modes, where the kernel has none (no kprobes).
+fn kernel_files() {
+    let files: [(&CStr, u16, c_ulong); 3] = [
+        (c_str!("list"), 0o400, KERNEL_LIST),
+        (c_str!("enabled"), 0o600, ENABLED),
+        (c_str!("blacklist"), 0o400, KERNEL_BLACKLIST),
+    ];
+    for (name, mode, which) in files {
+        // SAFETY: NUL-terminated static names.
+        let r = unsafe { kp_helper_debugfs_std_file(name.as_char_ptr(), mode, which) };
+        if r != 0 {
+            pr_warn!("debugfs kprobes/{}: {} (not made)\n", name, r);
+        }
+    }
+    // SAFETY: registers a static table once, at load.
+    let r = unsafe { kp_helper_sysctl_init() };
+    if r != 0 {
+        pr_warn!("sysctl debug.kprobes-optimization: {} (not made)\n", r);
+    }
+}
+
+/// `debug.kprobes-optimization` read (C glue).
+#[no_mangle]
+pub(crate) extern "C" fn kp_std_optimize_get() -> bool {
+    crate::optimize::enabled()
+}
+
+/// `debug.kprobes-optimization` written (C glue): 0 or `-errno`.
+#[no_mangle]
+pub(crate) extern "C" fn kp_std_optimize_set(on: bool) -> c_int {
+    match crate::optimize::set_enabled(on) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// `/sys/kernel/tracing/kp/`: the probe-event files, as in debugfs.
@@ -267,7 +317,9 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
     use core::fmt::Write;
     let mut w = Seq(m);
     let _ = match which {
-        LIST => crate::registry::write_list(&mut w),
+        LIST => crate::registry::write_list(&mut w, false),
+        KERNEL_LIST => crate::registry::write_list(&mut w, true),
+        KERNEL_BLACKLIST => crate::blacklist::write_kernel(&mut w),
         ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
         FTRACE => writeln!(w, "{}", u8::from(crate::ftrace::enabled())),
         OPTIMIZE => writeln!(w, "{}", u8::from(crate::optimize::enabled())),

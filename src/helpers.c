@@ -24,6 +24,7 @@
 #include <linux/preempt.h>
 #include <linux/namei.h>
 #include <linux/fs.h>
+#include <linux/sysctl.h>
 #include <asm/sections.h>
 #include "../include/kp_kprobes.h"
 #include "helpers.h"
@@ -466,8 +467,85 @@ void kp_helper_debugfs_events_file(const char *name, unsigned long which)
 			    &kp_events_fops);
 }
 
+/* /sys/kernel/debug/kprobes/, on a kernel without kprobes (whose own it is
+ * otherwise): the kernel's list, enabled and blacklist, in its formats. */
+static struct dentry *kp_std_debugfs_dir;
+
+int kp_helper_debugfs_std_file(const char *name, umode_t mode, unsigned long which)
+{
+	struct dentry *d;
+
+	if (!kp_std_debugfs_dir) {
+		d = debugfs_create_dir("kprobes", NULL);
+		if (IS_ERR(d))
+			return PTR_ERR(d);
+		kp_std_debugfs_dir = d;
+	}
+	d = debugfs_create_file(name, mode, kp_std_debugfs_dir, (void *)which, &kp_seq_fops);
+	return IS_ERR(d) ? PTR_ERR(d) : 0;
+}
+
+#ifdef CONFIG_SYSCTL
+/* Rust (src/debugfs.rs): jump optimization's switch. */
+bool kp_std_optimize_get(void);
+int kp_std_optimize_set(bool on);
+
+/* debug.kprobes-optimization: the kernel's sysctl (proc_kprobes_optimization_
+ * handler, kernel/kprobes.c), 0 or 1, on the engine's optimizer. */
+static int kp_proc_optimization(const struct ctl_table *table, int write,
+				void *buffer, size_t *length, loff_t *ppos)
+{
+	int on = kp_std_optimize_get();
+	struct ctl_table t = *table;
+	int ret;
+
+	t.data = &on;
+	ret = proc_dointvec_minmax(&t, write, buffer, length, ppos);
+	if (!ret && write)
+		ret = kp_std_optimize_set(on);
+	return ret;
+}
+
+static struct ctl_table kp_sysctl_table[] = {
+	{
+		.procname = "kprobes-optimization",
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = kp_proc_optimization,
+		.extra1 = SYSCTL_ZERO,
+		.extra2 = SYSCTL_ONE,
+	},
+};
+
+static struct ctl_table_header *kp_sysctl;
+
+int kp_helper_sysctl_init(void)
+{
+	kp_sysctl = register_sysctl("debug", kp_sysctl_table);
+	return kp_sysctl ? 0 : -ENOMEM;
+}
+
+static void kp_helper_sysctl_exit(void)
+{
+	unregister_sysctl_table(kp_sysctl);
+	kp_sysctl = NULL;
+}
+#else
+int kp_helper_sysctl_init(void)
+{
+	return -ENODEV;
+}
+
+static void kp_helper_sysctl_exit(void)
+{
+}
+#endif
+
 void kp_helper_debugfs_exit(void)
 {
+	kp_helper_sysctl_exit();
+	debugfs_remove(kp_std_debugfs_dir);
+	kp_std_debugfs_dir = NULL;
 	debugfs_remove(kp_debugfs_dir);
 }
 

@@ -121,6 +121,8 @@ struct seq_file;
 int kp_helper_debugfs_init(const char *dir);
 void kp_helper_debugfs_file(const char *name, umode_t mode, unsigned long which);
 void kp_helper_debugfs_exit(void);
+int kp_helper_debugfs_std_file(const char *name, umode_t mode, unsigned long which);
+int kp_helper_sysctl_init(void);
 void kp_helper_debugfs_events_file(const char *name, unsigned long which);
 int kp_helper_tracefs_init(void *create_dir, void *create_file, void *remove, const char *dir);
 int kp_helper_tracefs_file(const char *name, umode_t mode, unsigned long which, bool events);

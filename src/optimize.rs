@@ -70,10 +70,46 @@ fn candidate(point: &Point, epoch: usize) -> bool {
         && !point.any_post_handler()
 }
 
+/// Checks `point`'s function and builds and publishes its detour, if it
+/// is a candidate: from then on its hits resume in the detour, and the
+/// optimizer's next run writes the jump. Registration lock held.
+fn try_prepare(g: &RegGuard, point: &Point, epoch: usize) {
+    if !candidate(point, epoch) {
+        return;
+    }
+    let Some(sym) = crate::symbols::symbol_at(point.addr) else {
+        return;
+    };
+    match arch::Arch::opt_prepare(g, point.addr, sym.start, sym.size, |a| {
+        registry::lookup(a).is_some()
+    }) {
+        Ok(o) => point.opt.prepare(o),
+        Err((_, true)) => point.opt.set_refused((epoch as u16).wrapping_add(1)),
+        Err((_, false)) => {}
+    }
+}
+
+/// The registry armed `point`: prepared at once, as the kernel's kprobes
+/// prepare an optimized probe when it is registered and queue it when it
+/// is armed (so that its `kprobes/list` says `[OPTIMIZED]` from then on);
+/// the jump waits for the optimizer's delayed run (a batch of
+/// registrations shares one wait). Registration lock held.
+fn armed(g: &RegGuard, point: &Point) {
+    if arch::OPT_SUPPORTED && enabled() {
+        try_prepare(g, point, EPOCH.load(Ordering::Relaxed));
+        kick();
+    }
+}
+
+/// Whether `point` waits for its jump (prepared, not jumped yet).
+fn pending(point: &Point) -> bool {
+    point.opt.resume() != 0 && !point.opt.jumped()
+}
+
 /// The delayed work: prepare detours for candidates, wait, write jumps.
 #[no_mangle]
 pub(crate) extern "C" fn kp_optimizer_run() {
-    let mut prepared = 0;
+    let mut waiting = 0;
     {
         let g = RegGuard::lock();
         if !enabled() {
@@ -81,25 +117,13 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         }
         let epoch = EPOCH.load(Ordering::Relaxed);
         registry::for_each_point(&g, |point| {
-            if !candidate(point, epoch) {
-                return;
-            }
-            let Some(sym) = crate::symbols::symbol_at(point.addr) else {
-                return;
-            };
-            match arch::Arch::opt_prepare(&g, point.addr, sym.start, sym.size, |a| {
-                registry::lookup(a).is_some()
-            }) {
-                Ok(o) => {
-                    point.opt.prepare(o);
-                    prepared += 1;
-                }
-                Err((_, true)) => point.opt.set_refused((epoch as u16).wrapping_add(1)),
-                Err((_, false)) => {}
+            try_prepare(&g, point, epoch);
+            if pending(point) {
+                waiting += 1;
             }
         });
     }
-    if prepared == 0 {
+    if waiting == 0 {
         return;
     }
     // Tasks that were inside the bytes to be covered (preempted, or
@@ -212,7 +236,7 @@ pub(crate) fn exit() {
 pub(crate) static HOOKS: Hooks = Hooks {
     unlayer: unoptimize,
     unlayer_covering: unoptimize_covering,
-    armed: kick,
+    armed,
     removed: point_removed,
     text_gone: forget,
 };

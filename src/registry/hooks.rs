@@ -22,9 +22,9 @@ pub(crate) struct Hooks {
     /// A new point at this address is about to be armed: undo what covers
     /// the address.
     pub(crate) unlayer_covering: fn(&RegGuard, usize) -> Result,
-    /// A point was armed on its breakpoint (something may be layered on it
-    /// later).
-    pub(crate) armed: fn(),
+    /// `point` is armed on its breakpoint (something may be layered on it,
+    /// now or later).
+    pub(crate) armed: fn(&RegGuard, &Point),
     /// A point left the table.
     pub(crate) removed: fn(),
     /// `point`'s text is going away with its module: forget what is layered
@@ -48,7 +48,7 @@ fn forget(_g: &RegGuard, _p: &Point) {}
 static NONE: Hooks = Hooks {
     unlayer: ok,
     unlayer_covering: ok_at,
-    armed: nothing,
+    armed: forget,
     removed: nothing,
     text_gone: forget,
 };

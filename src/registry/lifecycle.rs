@@ -126,7 +126,7 @@ pub(super) fn sync_armed(g: &RegGuard, point: &Point) -> Result {
         point.armed.store(want, Ordering::Relaxed);
     }
     if want && !point.ftrace {
-        (hooks::get().armed)();
+        (hooks::get().armed)(g, point);
     }
     Ok(())
 }

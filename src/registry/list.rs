@@ -10,8 +10,41 @@ use crate::lock::RegGuard;
 use crate::symbols;
 use core::sync::atomic::Ordering;
 
-/// One line per probe for debugfs `list`.
-pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+/// The rest of a line of the kernel's `kprobes/list` (its
+/// `report_probe()`): `symbol+0xoff  module ` and the flags, run together:
+/// `[GONE]`, `[DISABLED]` (not gone), `[OPTIMIZED]`, `[FTRACE]`.
+fn write_kernel_rest(
+    w: &mut impl core::fmt::Write,
+    sym: Option<&symbols::Symbol>,
+    addr: usize,
+    pp: *mut Point,
+    q: &Probe,
+) -> core::fmt::Result {
+    match sym {
+        Some(s) => s.write_kernel_list(w)?,
+        None => write!(w, "{:#x} ", addr)?,
+    }
+    if pp.is_null() {
+        return writeln!(w, "[GONE]");
+    }
+    if q.disabled.load(Ordering::Relaxed) {
+        w.write_str("[DISABLED]")?;
+    }
+    // SAFETY: points are live under the registration lock (held).
+    let point = unsafe { &*pp };
+    // As the kernel's flag: from when the jump is prepared and queued.
+    if point.opt.resume() != 0 {
+        w.write_str("[OPTIMIZED]")?;
+    }
+    if point.ftrace {
+        w.write_str("[FTRACE]")?;
+    }
+    writeln!(w)
+}
+
+/// One line per probe for debugfs `list` (`kernel`: the kernel's format,
+/// for its `kprobes/list` on a kernel without kprobes).
+pub(crate) fn write_list(w: &mut impl core::fmt::Write, kernel: bool) -> core::fmt::Result {
     let g = RegGuard::lock();
     let mut r = Ok(());
     for_each_probe(&g, |q| {
@@ -27,6 +60,9 @@ pub(crate) fn write_list(w: &mut impl core::fmt::Write) -> core::fmt::Result {
             // `r` for a kretprobe's entry probe, as the kernel's list shows.
             let kind = if q.kret { 'r' } else { 'k' };
             write!(w, "{:016x}  {}  ", addr, kind)?;
+            if kernel {
+                return write_kernel_rest(w, sym.as_ref(), addr, pp, q);
+            }
             match &sym {
                 Some(s) => s.write_short(w)?,
                 None => write!(w, "{:#x}", addr)?,

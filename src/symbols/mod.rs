@@ -209,6 +209,20 @@ impl Symbol {
         Ok(())
     }
 
+    /// Writes `name+0xoff  module ` as the kernel's `kprobes/list` does
+    /// (`"%s+0x%x  %s "`, a space for vmlinux's module).
+    pub(crate) fn write_kernel_list(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        let Some(i) = parse_sprint_symbol(&self.buf) else {
+            return w.write_str("? ");
+        };
+        let name = core::str::from_utf8(i.name).unwrap_or("?");
+        let module = i
+            .module
+            .map_or(Ok(" "), core::str::from_utf8)
+            .unwrap_or("?");
+        write!(w, "{}+{:#x}  {} ", name, i.offset, module)
+    }
+
     /// The symbol's name.
     pub(crate) fn name(&self) -> &[u8] {
         match parse_sprint_symbol(&self.buf) {
