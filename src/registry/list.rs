@@ -20,8 +20,11 @@ fn write_kernel_rest(
     pp: *mut Point,
     q: &Probe,
 ) -> core::fmt::Result {
-    match sym {
-        Some(s) => s.write_kernel_list(w)?,
+    // `"%s+0x%x  %s "`, a space for vmlinux's module.
+    match sym.and_then(|s| s.parts()) {
+        Some((name, offset, module)) => {
+            write!(w, "{}+{:#x}  {} ", name, offset, module.unwrap_or(" "))?
+        }
         None => write!(w, "{:#x} ", addr)?,
     }
     if pp.is_null() {

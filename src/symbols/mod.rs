@@ -196,31 +196,20 @@ impl Symbol {
         core::str::from_utf8(&self.buf[..end]).unwrap_or("?")
     }
 
-    /// Writes `name+0xoff [module]` (the kernel's `%pS` without the size).
-    pub(crate) fn write_short(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
-        let Some(i) = parse_sprint_symbol(&self.buf) else {
-            return w.write_str("?");
-        };
-        let name = core::str::from_utf8(i.name).unwrap_or("?");
-        write!(w, "{}+{:#x}", name, i.offset)?;
-        if let Some(m) = i.module {
-            write!(w, " [{}]", core::str::from_utf8(m).unwrap_or("?"))?;
-        }
-        Ok(())
+    /// Name, offset and module (`None`: vmlinux), as `%pS` gives them.
+    pub(crate) fn parts(&self) -> Option<(&str, u64, Option<&str>)> {
+        let i = parse_sprint_symbol(&self.buf)?;
+        let s = |b| core::str::from_utf8(b).unwrap_or("?");
+        Some((s(i.name), i.offset, i.module.map(s)))
     }
 
-    /// Writes `name+0xoff  module ` as the kernel's `kprobes/list` does
-    /// (`"%s+0x%x  %s "`, a space for vmlinux's module).
-    pub(crate) fn write_kernel_list(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
-        let Some(i) = parse_sprint_symbol(&self.buf) else {
-            return w.write_str("? ");
+    /// Writes `name+0xoff [module]` (the kernel's `%pS` without the size).
+    pub(crate) fn write_short(&self, w: &mut impl core::fmt::Write) -> core::fmt::Result {
+        let Some((name, offset, module)) = self.parts() else {
+            return w.write_str("?");
         };
-        let name = core::str::from_utf8(i.name).unwrap_or("?");
-        let module = i
-            .module
-            .map_or(Ok(" "), core::str::from_utf8)
-            .unwrap_or("?");
-        write!(w, "{}+{:#x}  {} ", name, i.offset, module)
+        write!(w, "{}+{:#x}", name, offset)?;
+        module.map_or(Ok(()), |m| write!(w, " [{}]", m))
     }
 
     /// The symbol's name.
