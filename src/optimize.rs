@@ -8,12 +8,14 @@
 //! (the kernel's optprobes). The protocol, all under the registration lock
 //! except the wait:
 //!
-//! 1. A point is armed: the optimizer (delayed work, batched) is kicked.
-//! 2. The optimizer asks the arch to check the function and build a detour
-//!    for each candidate, and publishes it (`arch::OptState::prepare`): from now
-//!    on breakpoint hits resume in the detour's relocated instructions, so
-//!    no CPU newly enters the bytes the jump will cover.
-//! 3. It waits, without the lock, until every task that may have been
+//! 1. A point is armed: the arch checks the function and builds a detour
+//!    for it if it is a candidate, and publishes it
+//!    (`arch::OptState::prepare`; as the kernel prepares an optprobe at
+//!    registration and queues it at arming): from now on breakpoint hits
+//!    resume in the detour's relocated instructions, so no CPU newly enters
+//!    the bytes the jump will cover. The optimizer (delayed work, batched)
+//!    is kicked; it prepares any candidate not prepared yet the same way.
+//! 2. It waits, without the lock, until every task that may have been
 //!    inside those bytes left them (`synchronize_rcu_tasks()`), then writes
 //!    the jumps (breakpoint first, see the arch).
 //!
