@@ -1055,6 +1055,15 @@ run_tools() {
 	# (trace-cmd prints the probe address as the format says: "(%lx)".)
 	check tools-trace-cmd-report test "$(tools_count 'kp_tc: *(ffff[0-9a-f]*)' /tmp/tc.txt)" -ge 2
 	check tools-trace-cmd-remove sh -c "echo '-:kprobes/kp_tc' >>$T/kprobe_events && ! grep -q kp_tc $T/kprobe_events"
+	# libbpf (Debian's), attaching a kprobe program by itself: no kprobe
+	# PMU here, so its legacy route through our kprobe_events.
+	kp-libbpf-count /lib/kp/kp-libbpf-count.bpf.o do_sys_openat2 100 >/tmp/lb.out 2>&1
+	echo "--- kp-libbpf-count (Debian's libbpf 1.1):"
+	cat /tmp/lb.out
+	check tools-libbpf-legacy-event grep -qE '^event p:kprobes/libbpf_[0-9]+_do_sys_openat2_0x0_[0-9]+ do_sys_openat2$' /tmp/lb.out
+	# (100 opens, and its own of kprobe_events to show the line.)
+	check tools-libbpf-counts-each-call grep -qx 'count 101' /tmp/lb.out
+	check tools-libbpf-detached sh -c "! grep -q libbpf_ $T/kprobe_events && ! ls $T/events/kprobes 2>/dev/null | grep -q libbpf_"
 }
 
 # --- a probe event on a module before it loads ---------------------------------

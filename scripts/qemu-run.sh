@@ -48,6 +48,14 @@ fi
 if [ "$job" = test ] && { [ "${arch%-hardened}" != "$arch" ] || [ "${KP_TOOLS:-0}" = 1 ]; }; then
 	sysroot=$("$here/scripts/tools-sysroot.sh" "$karch")
 	"$here/scripts/copy-elf.sh" "$sysroot" "$root" /usr/bin/perf /usr/bin/trace-cmd
+	# A libbpf program (qemu/kp-libbpf-count.c), built against that
+	# sysroot's libbpf, and its BPF object.
+	case $karch in x86_64) triplet=x86_64-linux-gnu ;; arm64) triplet=aarch64-linux-gnu ;; esac
+	clang -target bpf -O2 -g -Wall -Werror -I "$sysroot/usr/include" -I "$sysroot/usr/include/$triplet" \
+		-c "$here/qemu/kp-libbpf-count.bpf.c" -o "$root/lib/kp/kp-libbpf-count.bpf.o"
+	clang --target=$triplet --sysroot="$sysroot" -fuse-ld=lld -O2 -Wall -Wextra -Werror \
+		-o "$root/bin/kp-libbpf-count" "$here/qemu/kp-libbpf-count.c" -lbpf
+	"$here/scripts/copy-elf.sh" "$sysroot" "$root" "/usr/lib/$triplet/libbpf.so.1"
 fi
 # The guest's BPF loader (static, no libc: the initramfs has none).
 case $karch in x86_64) ctarget=x86_64-linux-gnu ;; arm64) ctarget=aarch64-linux-gnu ;; esac
