@@ -967,3 +967,22 @@ fn kernel_selftest_errors_at_the_kernels_caret() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The kernel's `isspace()` (lib/ctype.c), which `argv_split()` splits a
+/// line at: every byte it calls a space, and no other.
+#[test]
+fn is_space_is_the_kernels() {
+    use kprobes_logic::event_parse::is_space;
+    // _ctype[]: _S for \t \n \v \f \r, _S|_SP for ' '; (0xa0 is _S|_SP in
+    // Latin-1, but argv_split() sees the line as bytes of UTF-8 text, where
+    // it never stands alone; the kernel's isspace() of it is true, ours
+    // false: documented by this case.)
+    let kernel = |c: u8| matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' | 0xa0);
+    for c in 0..=255u8 {
+        if c == 0xa0 {
+            assert!(!is_space(c));
+            continue;
+        }
+        assert_eq!(is_space(c), kernel(c), "byte {:#04x}", c);
+    }
+}
