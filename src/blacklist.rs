@@ -582,7 +582,6 @@ pub unsafe extern "C" fn kp_blacklist_range(
     r.reason.as_char_ptr()
 }
 
-/// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
 /// The ranges as the kernel's `kprobes/blacklist` shows its own (`0x%px-0x%px\t%ps`:
 /// start, end, the symbol at the start; what perf reads to skip them).
 pub(crate) fn write_kernel(w: &mut impl core::fmt::Write) -> core::fmt::Result {
@@ -604,6 +603,7 @@ pub(crate) fn write_kernel(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     Ok(())
 }
 
+/// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
 pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     for r in ranges() {
         write!(w, "{:#018x}-{:#018x}\t", r.start, r.end)?;

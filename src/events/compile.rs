@@ -216,16 +216,6 @@ pub(super) fn compile_args(
     Ok((args, fields))
 }
 
-/// Whether `d` probes a module that is not loaded (its site waits).
-pub(super) fn module_pending(d: &ProbeDef<'_>) -> bool {
-    match d.location {
-        ep::Location::Symbol {
-            module: Some(m), ..
-        } => !module_loaded(m.as_bytes()),
-        _ => false,
-    }
-}
-
 /// Builds a site for `d` (not yet registered, not on any event), and the
 /// fields its arguments make.
 pub(super) fn build_site(
@@ -263,7 +253,7 @@ pub(super) fn build_site(
             rp.data_size = entry_args.len() * core::mem::size_of::<u64>();
         }
     }
-    let site = KBox::new(
+    let mut site = KBox::new(
         Site {
             rp,
             ev: core::ptr::null(),
@@ -289,7 +279,6 @@ pub(super) fn build_site(
         GFP_KERNEL,
     )
     .map_err(enomem)?;
-    let mut site = site;
     site.dynev = super::dynevent::entry_for(&site).map_err(enomem)?;
     Ok((site, fields))
 }

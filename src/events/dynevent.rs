@@ -116,8 +116,8 @@ pub(super) fn drop_entry(d: *mut c_void) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn kp_ev_dyn_create(raw: *const c_char) -> c_int {
     // SAFETY: per the function's contract.
-    let raw = unsafe { CStr::from_char_ptr(raw) }.as_bytes();
-    let mut words = raw.split(|&c| ep::is_space(c)).filter(|w| !w.is_empty());
+    let bytes = unsafe { CStr::from_char_ptr(raw) }.as_bytes();
+    let mut words = bytes.split(|&c| ep::is_space(c)).filter(|w| !w.is_empty());
     let Some(cmd) = words.next() else {
         // argv_split() found no word: the kernel's trace_probe_create()
         // takes that as done.
@@ -135,14 +135,8 @@ pub(crate) unsafe extern "C" fn kp_ev_dyn_create(raw: *const c_char) -> c_int {
     if let Err(e) = admin() {
         return e.to_errno();
     }
-    let Ok(text) = core::str::from_utf8(raw) else {
-        return -(bindings::EINVAL as c_int);
-    };
-    let mut g = Locked::lock();
-    match run_line(&mut g, text) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
+    // SAFETY: NUL-terminated per the contract.
+    unsafe { kp_event_command(raw) }
 }
 
 /// The site whose entry the trace core passed.

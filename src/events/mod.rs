@@ -402,10 +402,9 @@ pub(crate) fn init() {
 }
 
 /// Removes every event at engine unload (none can be enabled: enabling one
-/// pins the module).
+/// pins the module; and `dynamic_events` brings no new one: `dynevent::exit`
+/// ran first).
 pub(crate) fn exit() {
-    // (Done first at unload already; here too for any other caller.)
-    dynevent::exit();
     let _ = kp_events_clear();
     // The list is a static: free its buffer (kmemleak found it).
     let mut g = Locked::lock();

@@ -14,7 +14,7 @@ use core::fmt::Write;
 /// site on a module that is not loaded waits for it (`module_coming`).
 pub(super) fn register_or_wait(site: &mut Site, d: &ProbeDef<'_>) -> Result {
     match register_probe(site, d) {
-        Err(_) if site.module.as_deref().is_some_and(|m| !module_loaded(m)) => {
+        Err(_) if module_pending(d) => {
             pr_warn!(
                 "This probe might be able to register after target module is loaded. Continue.\n"
             );
@@ -44,8 +44,18 @@ pub(super) fn set_def(site: &mut Site, d: &ProbeDef<'_>, registered: bool) {
     }
 }
 
+/// Whether `d` probes a module that is not loaded (its site waits).
+pub(super) fn module_pending(d: &ProbeDef<'_>) -> bool {
+    match d.location {
+        ep::Location::Symbol {
+            module: Some(m), ..
+        } => !module_loaded(m.as_bytes()),
+        _ => false,
+    }
+}
+
 /// Whether module `name` is loaded.
-pub(super) fn module_loaded(name: &[u8]) -> bool {
+fn module_loaded(name: &[u8]) -> bool {
     let mut buf = [0u8; 64];
     let Some(n) = core::str::from_utf8(name).ok() else {
         return false;
