@@ -22,6 +22,10 @@ pub mod arm64_decode;
 #[path = "../src/ksym.rs"]
 pub mod ksym;
 
+/// The kernel's BTF, read (`src/btf.rs`).
+#[path = "../src/btf.rs"]
+pub mod btf;
+
 /// The `kprobe_events` grammar (`src/event_parse.rs`).
 #[path = "../src/event_parse.rs"]
 pub mod event_parse;

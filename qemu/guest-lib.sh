@@ -741,7 +741,7 @@ agreement_lines() { # count seed regs...
 		# arms it, the engine refuses it; README, "Known differences".)
 		nl = split("do_sys_open vfs_read kernel_clone kernel_clone+4 kernel_clone+1 vfs_read+0 do_sys_open%return vfs_read+8%return nosuch_fn_kp _text+0 do_sys_open+99999999 vfs_read:x", loc, " ")
 		nr = split(regs, reg, " ")
-		nb = split("$stack $stack0 $stack3 $stack2049 $arg1 $arg2 $arg0 $arg9 $retval $comm $COMM @jiffies @jiffies+8 @nosuch_sym_kp @0x10 @+4 \\1 \\-1 \\0x7fffffffffffffff \\x \\\"str\" \\\"open $nope &1", base, " ")
+		nb = split("$stack $stack0 $stack3 $stack2049 $arg1 $arg2 $arg0 $arg9 $retval $comm $COMM @jiffies @jiffies+8 @nosuch_sym_kp @0x10 @+4 \\1 \\-1 \\0x7fffffffffffffff \\x \\\"str\" \\\"open $nope &1 file count buf file->f_mode file->f_path.dentry args->flags filename $retval->x hoge", base, " ")
 		nt = split(":u8 :u16 :u32 :u64 :s8 :s16 :s32 :s64 :x8 :x16 :x32 :x64 :char :string :ustring :symbol :symstr :b4@2/8 :b3@5/8 :b0@0/8 :u8[4] :u8[0] :x16[65] :string[2] :char[3] :u8[2]x :nope :u12", typ, " ")
 		nn = split("a= b= a= common_pid= __probe_ip= 1a= arg1= x_y= ", nam, " ")
 		for (i = 0; i < n; i++) {
@@ -824,6 +824,123 @@ run_events_agreement() {
 	check events-agreement-all-same [ "$diff" = 0 ]
 }
 
+# BTF argument names (x86_64: the only test kernel with BTF,
+# qemu/x86_64-only.config), side by side with the kernel's own parser:
+# `$arg*` and `$argN` expanded to the parameters' names, bare names,
+# `->` and `.` fields (bitfields too), string types on char pointers and
+# arrays, a typed `$retval`, and every BTF refusal; the same verdict,
+# error_log entries and listing, then the same format file and trace
+# line for the same calls.
+btf_lines() {
+	cat <<'EOF2'
+p:G/e vfs_read $arg*
+p:G/e vfs_read $arg1 $arg3:u32
+p:G/e vfs_read file count pos
+p:G/e vfs_read x=$arg1 $arg2 $arg3
+p:G/e vfs_read file->f_mode file->f_flags:x32 name=file->f_path.dentry->d_name.name:string
+p:G/e vfs_read d=file->f_path.dentry->d_iname:string
+p:G/e vfs_read file->f_path.dentry->d_name.len
+p:G/e vfs_read buf:string
+p:G/e vfs_read buf:ustring
+p:G/e vfs_read file:string
+p:G/e vfs_read +0(file):u32 +8(file->f_path.dentry)
+p:G/e vfs_read pos->x
+p:G/e vfs_read hoge
+p:G/e vfs_read file.f_mode
+p:G/e vfs_read file-f_mode
+p:G/e vfs_read count->x
+p:G/e vfs_read file->nosuch
+p:G/e vfs_read file->f_path->dentry
+p:G/e vfs_read $arg0
+p:G/e vfs_read $arg5
+p:G/e vfs_read $arg1x
+p:G/e vfs_read $arg* $arg*
+p:G/e vfs_read file file
+p:G/e vfs_read $arg1 file
+p:G/e vfs_read common_pid
+p:G/e vfs_read $retval
+p:G/e vfs_read+8 file
+p:G/e vfs_read+8 $arg*
+p:G/e vfs_read+8 $arg1
+p:G/e kfree $arg10
+p:G/e ksys_sync $arg*
+p:G/e ksys_sync $arg1
+p:G/e kernel_clone args->flags args->exit_signal args->io_thread args->kthread args->no_files
+p:G/e kernel_clone args->io_thread:u32 args->flags:s32
+p:G/e do_sys_openat2 dfd filename:string filename:ustring how->flags how->mode
+r:G/e vfs_read $retval
+r:G/e vfs_read $retval file->f_mode count
+r:G/e vfs_read $arg*
+r:G/e vfs_read $arg2:x64 $retval:s32
+r:G/e kfree $retval
+r:G/e vfs_read $retval->x
+r:G/e vfs_read $retvalx
+r:G/e vfs_read $retval.x
+r:G/e vfs_read $retval-x
+r:G/e do_sys_openat2 $retval how->flags
+r:G/e kp_target_c:kp_target_c_func $retval
+p:G/e kp_target_c:kp_target_c_func $arg1
+p:G/e kp_target_c:kp_target_c_func a
+EOF2
+}
+run_events_btf_vs_kernel() {
+	if [ -z "$KERNEL_KE" ] || [ ! -e /sys/kernel/btf/vmlinux ]; then
+		echo "KP-CHECK: skip events-btf-* (the kernel has no BTF or no kprobe events; x86_64 has both)"
+		return
+	fi
+	[ -d /sys/module/kp_target ] || insmod $M/kp_target.ko
+	n=0 diff=0 acc=0
+	btf_lines >/tmp/btf-lines
+	while IFS= read -r line; do
+		n=$((n + 1))
+		ours=$(agree_side $E $KP/error_log kpbo "$line")
+		kern=$(agree_side $T/kprobe_events $T/error_log kpbk "$line")
+		case $kern in accepted*) acc=$((acc + 1)) ;; esac
+		if [ "$ours" != "$kern" ]; then
+			diff=$((diff + 1))
+			echo "--- differs: $line"
+			echo "ours:   $ours"
+			echo "kernel: $kern"
+		fi
+	done </tmp/btf-lines
+	echo "--- BTF lines: $n, $acc accepted by the kernel, $diff differ"
+	check events-btf-some-accepted [ "$acc" -ge 15 ]
+	check events-btf-agreement [ "$diff" = 0 ]
+	# The same events on both sides (the kernel's named with a `k`):
+	# format files, then the trace line of each for the same call (the
+	# first of a task, the same task on both sides).
+	r='p:%s/rd%s vfs_read file count name=file->f_path.dentry->d_name.name:string file->f_mode
+p:%s/cl%s kernel_clone args->flags args->exit_signal args->io_thread args->kthread
+r:%s/rr%s vfs_read $retval file->f_path.dentry->d_iname:string $arg3'
+	printf "$r\n" kpbo "" kpbo "" kpbo "" >>$E
+	printf "$r\n" kpbk k kpbk k kpbk k >>$T/kprobe_events
+	for ev in rd cl rr; do
+		sed 's/^ID: .*//; s/^name: .*//' $T/events/kpbo/$ev/format >/tmp/fmt-ours
+		sed 's/^ID: .*//; s/^name: .*//' $T/events/kpbk/${ev}k/format >/tmp/fmt-kern
+		check events-btf-format-$ev cmp /tmp/fmt-ours /tmp/fmt-kern
+		diff /tmp/fmt-ours /tmp/fmt-kern
+	done
+	echo >$T/trace
+	echo 1 >$T/events/kpbo/enable
+	echo 1 >$T/events/kpbk/enable
+	# (The shell's own read: busybox cat copies with sendfile().)
+	read -r x </proc/version
+	/bin/busybox true
+	echo 0 >$T/events/kpbo/enable
+	echo 0 >$T/events/kpbk/enable
+	for ev in rd cl rr; do
+		# The read of /proc/version (cat may run inside the shell).
+		case $ev in cl) what=arg1 ;; *) what=version ;; esac
+		task=$(grep -a " $ev: .*$what" $T/trace | head -n 1 | awk '{print $1}')
+		o=$(grep -a "^ *$task .* $ev: .*$what" $T/trace | head -n 1 | sed 's/.* '$ev': ([^)]*)//')
+		k=$(grep -a "^ *$task .* ${ev}k: .*$what" $T/trace | head -n 1 | sed 's/.* '$ev'k: ([^)]*)//')
+		echo "$ev ($task), ours:   $o"
+		echo "$ev ($task), kernel: $k"
+		check events-btf-record-$ev test -n "$o" -a "$o" = "$k"
+	done
+	echo '-:kpbo/' >>$E
+	echo '-:kpbk/' >>$T/kprobe_events
+}
 # $argN on a return probe (saved at the entry): the same record as the
 # kernel's own return event with the same arguments, for the same call
 # made twice.

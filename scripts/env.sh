@@ -12,13 +12,20 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 # A target is an arch (x86_64, arm64) or a variant of one (x86_64-debug: the
 # kernel's checkers on; qemu/x86_64-debug.config on top of x86_64.config).
+# A plain arch's own additions, which its variants do not inherit, are in
+# qemu/<arch>-only.config (x86_64: BTF, for the side-by-side checks of BTF
+# argument names against the kernel's own parser).
 karch_for() { case "$1" in x86_64 | x86_64-*) echo x86_64 ;; arm64 | arm64-*) echo arm64 ;; *) echo "unknown arch $1" >&2; return 1 ;; esac; }
 # The config fragments of a target, in merge order.
 configs_for() {
 	local base
 	base=$(karch_for "$1") || return 1
 	echo "$KP_ROOT/qemu/common.config" "$KP_ROOT/qemu/$base.config"
-	[ "$1" = "$base" ] || echo "$KP_ROOT/qemu/$1.config"
+	if [ "$1" = "$base" ]; then
+		[ ! -f "$KP_ROOT/qemu/$1-only.config" ] || echo "$KP_ROOT/qemu/$1-only.config"
+	else
+		echo "$KP_ROOT/qemu/$1.config"
+	fi
 }
 kdir_for() {
 	local h

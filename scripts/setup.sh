@@ -44,7 +44,7 @@ fi
 [ -z "$need_bpo" ] || apt_update
 
 pkgs=(clang lld llvm libclang-dev clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio
-      busybox-static make python3 xz-utils kmod binutils rsync g++)
+      busybox-static make python3 xz-utils kmod binutils rsync g++ dwarves)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -12,6 +12,9 @@
 
 pub mod abi;
 mod blacklist;
+// The kernel's BTF, read; pure and host-tested.
+#[allow(dead_code, unreachable_pub)]
+mod btf;
 mod debugfs;
 mod entries;
 mod errno;

@@ -27,6 +27,8 @@
 
 use core::fmt;
 
+use super::btf::{self, Btf};
+
 /// Group of events defined without one (the kernel's own is `kprobes`).
 pub const DEFAULT_GROUP: &str = "kprobes_rs";
 
@@ -171,6 +173,27 @@ pub enum ErrKind {
     SameProbe,
     /// The probed symbol names several (static) functions.
     NonUniqSymbol,
+    /// A BTF name the function has no parameter of.
+    NoBtfArg,
+    /// The function has no BTF (or no parameters in it).
+    NoBtfEntry,
+    /// `->FIELD` of a struct without that member.
+    NoBtfField,
+    /// A BTF type id that resolves to nothing, or a member looked for in
+    /// what is no struct.
+    BadBtfTid,
+    /// `->` on what is no pointer.
+    NoPtrStrct,
+    /// A `-` that does not start `->`.
+    BadHyphen,
+    /// `ARG.FIELD`: a field of an argument that is no struct pointer.
+    NoSupDatArg,
+    /// A typed `$retval` of a function returning `void`.
+    NoRetval,
+    /// A string type on a BTF value that is no `char` array or pointer.
+    BadType4Str,
+    /// `$arg*`/`$argN` expanded past the kernel's buffer for them.
+    Args2Long,
 }
 
 impl ErrKind {
@@ -233,6 +256,16 @@ impl ErrKind {
             DiffArgType => "Argument type or name is different from existing probe",
             SameProbe => "There is already the exact same probe event",
             NonUniqSymbol => "The symbol is not unique",
+            NoBtfArg => "This variable is not found at this probe point",
+            NoBtfEntry => "No BTF entry for this probe point",
+            NoBtfField => "This field is not found.",
+            BadBtfTid => "Failed to get BTF type info.",
+            NoPtrStrct => "This is not a pointer to union/structure.",
+            BadHyphen => "Failed to parse single hyphen. Forgot '>'?",
+            NoSupDatArg => "Non pointer structure/union argument is not supported.",
+            NoRetval => "This function returns 'void' type",
+            BadType4Str => "This type does not fit for string.",
+            Args2Long => "$arg* failed because the argument list is too long",
         }
     }
 
@@ -246,12 +279,17 @@ impl ErrKind {
         )
     }
 
-    /// The errno a write of such a line fails with (positive).
+    /// The errno a write of such a line fails with (positive), where the
+    /// kernel fails with one errno for this error wherever it arises
+    /// (others are given with the error: [`ParseError::errno`]).
     pub fn errno(self) -> i32 {
+        use ErrKind::*;
         match self {
-            ErrKind::TooManyArgs => 7, // E2BIG
-            ErrKind::DiffProbeType | ErrKind::DiffArgType | ErrKind::SameProbe => 17, // EEXIST
-            _ => 22,                   // EINVAL
+            TooManyArgs | Args2Long => 7,                       // E2BIG
+            DiffProbeType | DiffArgType | SameProbe => 17,      // EEXIST
+            NoBtfArg | NoBtfEntry | NoBtfField | NoRetval => 2, // ENOENT
+            NoSupDatArg => 95,                                  // EOPNOTSUPP
+            _ => 22,                                            // EINVAL
         }
     }
 }
@@ -263,13 +301,36 @@ pub struct ParseError {
     pub kind: ErrKind,
     /// Byte offset of the offending token in the line.
     pub pos: usize,
+    /// The errno the write fails with (positive).
+    pub errno: i32,
+}
+
+impl ParseError {
+    /// An error of `kind` at `pos`, with that kind's errno.
+    pub fn new(kind: ErrKind, pos: usize) -> Self {
+        ParseError {
+            kind,
+            pos,
+            errno: kind.errno(),
+        }
+    }
 }
 
 type Res<T> = Result<T, ParseError>;
 
 fn err<T>(kind: ErrKind, pos: usize) -> Res<T> {
-    Err(ParseError { kind, pos })
+    Err(ParseError::new(kind, pos))
 }
+
+/// [`err`] with the errno the kernel fails with there.
+fn err_no<T>(kind: ErrKind, pos: usize, errno: i32) -> Res<T> {
+    Err(ParseError { kind, pos, errno })
+}
+
+/// `EOPNOTSUPP`, `ENOENT`, `E2BIG`.
+const EOPNOTSUPP: i32 = 95;
+const ENOENT: i32 = 2;
+const E2BIG: i32 = 7;
 
 /// The register names of one architecture: `(name, index of the 64-bit word
 /// in struct pt_regs)`.
@@ -330,6 +391,41 @@ pub struct ProbeDef<'a> {
     max_stack: u32,
     /// At a function entry, as the location check said.
     entry: bool,
+    /// The kernel's BTF, when the line is parsed with it.
+    btf: Option<BtfCtx<'a>>,
+}
+
+/// The BTF a line is parsed with (the kernel's `vmlinux` BTF): with it, the
+/// grammar is that of a kernel with `CONFIG_PROBE_EVENTS_BTF_ARGS`
+/// (argument names, `->` fields, typed `$retval`, `$arg*`).
+#[derive(Clone, Copy, Debug)]
+pub struct BtfCtx<'a> {
+    btf: &'a Btf<'a>,
+    /// The probed function's prototype, where the probe is at its entry or
+    /// return and BTF has it (the kernel's `query_btf_context()`).
+    proto: Option<btf::Type<'a>>,
+}
+
+impl PartialEq for BtfCtx<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        core::ptr::eq(self.btf, o.btf) && self.proto.map(|p| p.id) == o.proto.map(|p| p.id)
+    }
+}
+
+impl Eq for BtfCtx<'_> {}
+
+impl<'a> BtfCtx<'a> {
+    /// The prototype's parameters, when it has any (the kernel's
+    /// `nr_params`).
+    fn params(&self) -> Option<btf::Type<'a>> {
+        self.proto.filter(|p| p.vlen() > 0)
+    }
+
+    /// Parameter `i`'s name (None: none readable, the kernel's NULL).
+    fn param_name(&self, i: usize) -> Option<&'a str> {
+        let p = self.params()?;
+        self.btf.name(self.btf.param(&p, i)?.0)
+    }
 }
 
 /// One parsed line.
@@ -423,6 +519,9 @@ pub enum Type {
         offset: u8,
         /// 1, 2, 4 or 8.
         container: u8,
+        /// Declared signed (a BTF bitfield of a signed type: the kernel
+        /// shows the bits it extracts, unsigned, as that type).
+        signed: bool,
     },
 }
 
@@ -448,6 +547,7 @@ impl fmt::Display for Type {
                 width,
                 offset,
                 container,
+                ..
             } => write!(f, "b{}@{}/{}", width, offset, u32::from(container) * 8),
         }
     }
@@ -503,14 +603,6 @@ fn sub(s: &str, a: usize, b: usize) -> &str {
 /// `&s[a..]`, or `""` when out of range (see [`sub`]).
 fn from(s: &str, a: usize) -> &str {
     s.get(a..).unwrap_or("")
-}
-
-/// Decimal digits only (no sign, no spaces).
-fn dec_u32(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
 }
 
 /// A kernel symbol name: identifier characters plus `.` and `$`.
@@ -636,6 +728,296 @@ fn parse_names(s: &str, pos: usize) -> Res<(Option<&str>, Option<&str>)> {
     Ok((group, Some(event)))
 }
 
+/// The kernel's buffer for the names `$arg*` and `$argN` expand to, each
+/// with a NUL (`MAX_BTF_ARGS_LEN`).
+pub const MAX_BTF_ARGS_LEN: usize = 128;
+
+/// What [`expand_meta_args`] made of a line.
+enum Meta<'o> {
+    /// Nothing to expand.
+    Keep,
+    /// `$arg*` where the function has no BTF: the kernel logs that, keeps
+    /// the line and goes on (the argument then fails as a variable).
+    NoSup(usize),
+    /// The line with the arguments expanded.
+    Line(&'o str),
+}
+
+/// The kernel's `traceprobe_expand_meta_args()` on `line` (its words one
+/// space apart), whose head `d` is: where the probed function has BTF
+/// parameters, `$arg*` becomes every parameter's name and `$argN[:TYPE]`
+/// the Nth's name with the type (so that `$arg2` is `buf=buf` on
+/// `vfs_read`); errors at the word, as the kernel reports them.
+fn expand_meta_args<'o>(d: &ProbeDef<'_>, line: &str, out: &'o mut [u8]) -> Res<Meta<'o>> {
+    use fmt::Write as _;
+    let args = || tokens(line, 0).skip(2);
+    let (mut found, mut star) = (false, None);
+    for (pos, tok) in args() {
+        let Some(rest) = tok.strip_prefix("$arg") else {
+            continue;
+        };
+        if !d.entry && !d.is_return {
+            return err(ErrKind::NoFentryArgs, pos);
+        }
+        found = true;
+        if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+            continue;
+        }
+        if !rest.starts_with('*') {
+            return err(ErrKind::BadVar, pos);
+        }
+        if star.is_some() {
+            return err(ErrKind::DoubleArgs, pos);
+        }
+        star = Some(pos);
+    }
+    if !found {
+        return Ok(Meta::Keep);
+    }
+    let Some((b, p)) = d.btf.and_then(|b| Some((b, b.params()?))) else {
+        return Ok(match star {
+            Some(pos) => Meta::NoSup(pos),
+            None => Meta::Keep,
+        });
+    };
+    let nr = p.vlen();
+    let mut o = Out { buf: out, len: 0 };
+    let mut used = 0usize;
+    // One expanded name: into the kernel's 128 bytes, then the line.
+    let mut name = |o: &mut Out<'_>, first: bool, n: &str, ty: &str, pos: usize| -> Res<()> {
+        let len = add(n.len(), ty.len());
+        if len >= MAX_BTF_ARGS_LEN.saturating_sub(used) {
+            return err(ErrKind::Args2Long, pos);
+        }
+        used = add(used, add(len, 1));
+        let w = |o: &mut Out<'_>| -> fmt::Result {
+            if !first {
+                o.write_str(" ")?;
+            }
+            o.write_str(n)?;
+            o.write_str(ty)
+        };
+        w(o).map_err(|_| ParseError::new(ErrKind::Args2Long, pos))
+    };
+    let head = sub(line, 0, args().next().map_or(line.len(), |(p, _)| p));
+    o.write_str(head.trim_end())
+        .map_err(|_| ParseError::new(ErrKind::Args2Long, 0))?;
+    for (pos, tok) in args() {
+        if Some(pos) == star {
+            for i in 0..nr {
+                let Some(n) = b.param_name(i) else {
+                    return err(ErrKind::NoBtfEntry, pos);
+                };
+                name(&mut o, false, n, "", pos)?;
+            }
+            continue;
+        }
+        let Some(rest) = tok.strip_prefix("$arg") else {
+            o.write_str(" ")
+                .and_then(|()| o.write_str(tok))
+                .map_err(|_| ParseError::new(ErrKind::Args2Long, pos))?;
+            continue;
+        };
+        // simple_strtoul(): the digits, wrapping; into the kernel's int.
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let n = sub(rest, 0, digits).bytes().fold(0u64, |v, c| {
+            v.wrapping_mul(10)
+                .wrapping_add(u64::from(c.wrapping_sub(b'0')))
+        }) as u32 as i32;
+        let ty = from(rest, digits);
+        if !(ty.is_empty() || ty.starts_with(':')) {
+            return err_no(ErrKind::BadVar, pos, ENOENT);
+        }
+        let idx = n.wrapping_sub(1);
+        if usize::try_from(idx).is_ok_and(|i| i >= nr) {
+            return err(ErrKind::NoBtfArg, pos);
+        }
+        // `$arg0` (and a number that wraps below it): the kernel reads
+        // before the parameters there (a name offset no string has).
+        let Some(n) = usize::try_from(idx).ok().and_then(|i| b.param_name(i)) else {
+            return err(ErrKind::NoBtfEntry, pos);
+        };
+        name(&mut o, false, n, ty, pos)?;
+    }
+    let len = o.len;
+    let text = o.buf.get(..len).unwrap_or(&[]);
+    let text = core::str::from_utf8(text).map_err(|_| ParseError::new(ErrKind::Args2Long, 0))?;
+    Ok(Meta::Line(text))
+}
+
+/// A `fmt::Write` into a byte buffer; an error when it is full.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl fmt::Write for Out<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The most bytes [`parse_full`] needs in its buffer for a line of `len`
+/// bytes.
+pub fn full_buf_len(len: usize) -> usize {
+    add(
+        add(len, MAX_BTF_ARGS_LEN),
+        add(len, add(MAX_BTF_ARGS_LEN, MAX_DENTRY_ARGS_LEN)),
+    )
+}
+
+/// A line taken as the kernel's `__trace_kprobe_create()` takes it.
+pub struct Parsed<'a> {
+    /// An `error_log` entry the kernel writes before the line's own
+    /// error (`$arg*` where the function has no BTF: it logs that and
+    /// goes on).
+    pub note: Option<ParseError>,
+    /// The command, or the error, its position in [`Parsed::log_line`].
+    pub result: Res<Command<'a>>,
+    /// The line the kernel's `error_log` entries show: as written, or
+    /// with `%pd`/`%pD` expanded (not `$arg*`: the kernel expands those
+    /// into a copy its log does not see).
+    pub log_line: &'a str,
+    /// What the command was parsed from.
+    parsed: &'a str,
+    /// `$arg*`/`$argN` were expanded.
+    meta: bool,
+}
+
+/// Positions in what a [`Parsed`] command was parsed from, mapped to its
+/// [`Parsed::log_line`].
+#[derive(Clone, Copy, Debug)]
+pub struct PosMap<'a> {
+    log_line: &'a str,
+    parsed: &'a str,
+    meta: bool,
+}
+
+impl<'a> Parsed<'a> {
+    /// Its positions' map.
+    pub fn pos_map(&self) -> PosMap<'a> {
+        PosMap {
+            log_line: self.log_line,
+            parsed: self.parsed,
+            meta: self.meta,
+        }
+    }
+}
+
+impl PosMap<'_> {
+    /// Where a position in what the command was parsed from is in
+    /// the line the log shows: after `$arg*`/`$argN` expanded, the kernel
+    /// puts its caret at the same offset into the word of the same index
+    /// in the line as written, or past its end when there is no such
+    /// word.
+    pub fn log_pos(&self, pos: usize) -> usize {
+        if !self.meta {
+            return pos;
+        }
+        let past_end = add(self.log_line.len(), 1);
+        if pos > self.parsed.len() {
+            return past_end;
+        }
+        let Some((k, start)) = tokens(self.parsed, 0)
+            .enumerate()
+            .take_while(|(_, (p, _))| *p <= pos)
+            .last()
+            .map(|(k, (p, _))| (k, p))
+        else {
+            return pos;
+        };
+        if k < 2 {
+            return pos;
+        }
+        match tokens(self.log_line, 0).nth(k) {
+            Some((p, _)) => add(p, pos.saturating_sub(start)),
+            None => past_end,
+        }
+    }
+}
+
+/// Parses `line` (its words one space apart, no comment) as the kernel
+/// does, expansions included: the head (command, location, names), then
+/// `$arg*`/`$argN` expanded from BTF ([`expand_meta_args`]), then
+/// `%pd`/`%pD` ([`expand_dentry_args`], with `d_name` and `f_dentry`),
+/// then the arguments. `btf`: the kernel's, or None for a kernel without
+/// (then the grammar is [`parse_line_checked`]'s). `out`: at least
+/// [`full_buf_len`] bytes.
+pub fn parse_full<'a, F>(
+    line: &'a str,
+    regs: &'static RegTable,
+    max_stack: u32,
+    btf: Option<&'a Btf<'a>>,
+    dentry: (usize, usize),
+    check: &mut F,
+    out: &'a mut [u8],
+) -> Parsed<'a>
+where
+    F: FnMut(&Location<'_>, bool, usize) -> Res<bool>,
+{
+    let plain = |result| Parsed {
+        note: None,
+        result,
+        log_line: line,
+        parsed: line,
+        meta: false,
+    };
+    let def = match parse_inner(line, regs, max_stack, btf, check, true) {
+        Ok(Command::Probe(d)) => d,
+        other => return plain(other),
+    };
+    let split = add(line.len(), MAX_BTF_ARGS_LEN).min(out.len());
+    let (a, b) = out.split_at_mut(split);
+    let (text, note, meta) = match expand_meta_args(&def, line, a) {
+        Err(e) => return plain(Err(e)),
+        Ok(Meta::Keep) => (line, None, false),
+        Ok(Meta::NoSup(pos)) => (
+            line,
+            Some(ParseError {
+                kind: ErrKind::NoSupBtfArg,
+                pos,
+                errno: EOPNOTSUPP,
+            }),
+            false,
+        ),
+        Ok(Meta::Line(t)) => (t, None, true),
+    };
+    let text = match expand_dentry_args(text, dentry.0, dentry.1, b) {
+        None => text,
+        Some(Ok(t)) => t,
+        Some(Err(())) => {
+            return Parsed {
+                note,
+                ..plain(Err(ParseError {
+                    kind: ErrKind::FailRegProbe,
+                    pos: 0,
+                    errno: 12, // ENOMEM, no entry
+                }))
+            };
+        }
+    };
+    let mut p = Parsed {
+        note,
+        result: parse_inner(text, regs, max_stack, btf, check, false),
+        log_line: if meta { line } else { text },
+        parsed: text,
+        meta,
+    };
+    if let Err(e) = p.result {
+        p.result = Err(ParseError {
+            pos: p.pos_map().log_pos(e.pos),
+            ..e
+        });
+    }
+    p
+}
+
 /// The most bytes the `%pd`/`%pD` arguments of one line may expand to,
 /// each with a NUL (the kernel's `MAX_DENTRY_ARGS_LEN`).
 pub const MAX_DENTRY_ARGS_LEN: usize = 256;
@@ -661,21 +1043,6 @@ pub fn expand_dentry_args<'o>(
     let is_dentry = |w: &str| w.ends_with(":%pd") || w.ends_with(":%pD");
     if !probe || !line.split_ascii_whitespace().skip(2).any(is_dentry) {
         return None;
-    }
-    struct Out<'b> {
-        buf: &'b mut [u8],
-        len: usize,
-    }
-    impl fmt::Write for Out<'_> {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
-            self.buf
-                .get_mut(self.len..end)
-                .ok_or(fmt::Error)?
-                .copy_from_slice(s.as_bytes());
-            self.len = end;
-            Ok(())
-        }
     }
     let mut o = Out { buf: out, len: 0 };
     let mut used = 0usize;
@@ -767,6 +1134,39 @@ pub fn parse_line_checked<'a, F>(
     regs: &'static RegTable,
     max_stack: u32,
     check: &mut F,
+) -> Res<Command<'a>>
+where
+    F: FnMut(&Location<'_>, bool, usize) -> Res<bool>,
+{
+    parse_line_btf(line, regs, max_stack, None, check)
+}
+
+/// [`parse_line_checked`] on a kernel with BTF (`btf`: its `vmlinux`
+/// BTF; None: a kernel without, the grammar of
+/// [`parse_line_checked`]). `$arg*` and `$argN` must have been expanded
+/// first ([`parse_full`] does both).
+pub fn parse_line_btf<'a, F>(
+    line: &'a str,
+    regs: &'static RegTable,
+    max_stack: u32,
+    btf: Option<&'a Btf<'a>>,
+    check: &mut F,
+) -> Res<Command<'a>>
+where
+    F: FnMut(&Location<'_>, bool, usize) -> Res<bool>,
+{
+    parse_inner(line, regs, max_stack, btf, check, false)
+}
+
+/// The parser; `head_only`: a probe's arguments are not looked at (what
+/// the kernel has checked when it expands `$arg*` and `$argN`).
+fn parse_inner<'a, F>(
+    line: &'a str,
+    regs: &'static RegTable,
+    max_stack: u32,
+    btf: Option<&'a Btf<'a>>,
+    check: &mut F,
+    head_only: bool,
 ) -> Res<Command<'a>>
 where
     F: FnMut(&Location<'_>, bool, usize) -> Res<bool>,
@@ -865,6 +1265,18 @@ where
                 None => (None, None),
             };
             let args_start = toks.next().map_or(line.len(), |(p, _)| p);
+            // The function's BTF where `$argN`, names and `$retval` mean
+            // its parameters and its return value (the kernel's
+            // `ctx.funcname` is the symbol; `MOD:SYM` finds none).
+            let btf = btf.map(|b| BtfCtx {
+                btf: b,
+                proto: match location {
+                    Location::Symbol {
+                        module: None, name, ..
+                    } if entry || is_return => b.find_func_proto(name),
+                    _ => None,
+                },
+            });
             let def = ProbeDef {
                 is_return,
                 maxactive,
@@ -877,8 +1289,11 @@ where
                 regs,
                 max_stack,
                 entry,
+                btf,
             };
-            def.validate_args()?;
+            if !head_only {
+                def.validate_args()?;
+            }
             Ok(Command::Probe(def))
         }
         _ => err(ErrKind::BadCommand, cpos),
@@ -935,13 +1350,23 @@ impl<'a> ProbeDef<'a> {
     /// The fetch arguments, parsed again one by one (each was validated by
     /// [`parse_line`], so this yields no errors for a returned `ProbeDef`).
     pub fn args(&self) -> impl Iterator<Item = Res<FetchArg<'a>>> + '_ {
-        let ctx = ArgCtx {
+        let ctx = self.arg_ctx();
+        tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
+    }
+
+    fn arg_ctx(&self) -> ArgCtx<'a> {
+        ArgCtx {
             is_return: self.is_return,
             at_entry: self.at_entry(),
             regs: self.regs,
             max_stack: self.max_stack,
-        };
-        tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
+            btf: self.btf,
+        }
+    }
+
+    /// Whether the line was parsed with the kernel's BTF.
+    pub fn has_btf(&self) -> bool {
+        self.btf.is_some()
     }
 
     /// Where the `k`th fetch argument (0-based) starts in the line.
@@ -959,16 +1384,13 @@ impl<'a> ProbeDef<'a> {
         if tokens(self.args_text, self.args_pos).count() > MAX_ARGS {
             return err(ErrKind::TooManyArgs, self.args_pos);
         }
-        let ctx = ArgCtx {
-            is_return: self.is_return,
-            at_entry: self.at_entry(),
-            regs: self.regs,
-            max_stack: self.max_stack,
-        };
+        let ctx = self.arg_ctx();
         // The kernel's look at every unnamed `$arg...` argument first
         // (argv_has_var_arg()): at a function entry or return only, a
-        // number or `*` (BTF's every argument: once, and not supported
-        // here, as on a kernel without BTF).
+        // number or `*` (BTF's every argument: once; [`parse_full`] has
+        // expanded it where the function has BTF; elsewhere the kernel
+        // logs that BTF is missing and goes on, and the argument is then
+        // an invalid variable).
         let mut star = None;
         for (pos, tok) in tokens(self.args_text, self.args_pos) {
             let Some(rest) = tok.strip_prefix("$arg") else {
@@ -988,20 +1410,18 @@ impl<'a> ProbeDef<'a> {
             }
             star = Some(pos);
         }
-        if let Some(pos) = star {
-            return err(ErrKind::NoSupBtfArg, pos);
-        }
+        let btf = self.btf.is_some();
         for (i, (pos, tok)) in tokens(self.args_text, self.args_pos).enumerate() {
             // As the kernel's traceprobe_parse_probe_arg(): the name, then
             // whether it is taken (a field every record has, the kernel's
             // reserved_field_names, or an earlier argument's, generated
             // `argN` included), then the body.
-            let name = arg_name(tok, pos)?;
+            let name = arg_name(tok, pos, btf)?;
             if name.is_some_and(|n| RESERVED_FIELD_NAMES.contains(&n)) {
                 return err(ErrKind::UsedArgName, pos);
             }
             for (j, (bpos, b)) in tokens(self.args_text, self.args_pos).enumerate().take(i) {
-                if names_equal(name, i, arg_name(b, bpos)?, j) {
+                if names_equal(name, i, arg_name(b, bpos, btf)?, j) {
                     return err(ErrKind::UsedArgName, pos);
                 }
             }
@@ -1091,11 +1511,12 @@ impl fmt::Write for BufWriter<'_> {
     }
 }
 
-struct ArgCtx {
+struct ArgCtx<'a> {
     is_return: bool,
     at_entry: bool,
     regs: &'static RegTable,
     max_stack: u32,
+    btf: Option<BtfCtx<'a>>,
 }
 
 /// The most elements of an array type (the kernel's `MAX_ARRAY_LEN`).
@@ -1158,6 +1579,7 @@ fn parse_type(s: &str, pos: usize) -> Res<Type> {
                             width: 0,
                             offset: 0,
                             container: (c / 8) as u8,
+                            signed: false,
                         },
                         None => return err(ErrKind::BadType, pos),
                     }
@@ -1173,10 +1595,7 @@ fn parse_type(s: &str, pos: usize) -> Res<Type> {
 /// __parse_bitfield_probe_arg() reads them (numbers in any base; the
 /// container is known valid by then).
 fn bitfield_of(s: &str, pos: usize) -> Res<Type> {
-    let bad = ParseError {
-        kind: ErrKind::BadBitfield,
-        pos,
-    };
+    let bad = ParseError::new(ErrKind::BadBitfield, pos);
     let (w, rest) = s.split_once('@').ok_or(bad)?;
     let (o, c) = rest.split_once('/').ok_or(bad)?;
     let num = |x: &str| parse_u64(x).and_then(|v| u32::try_from(v).ok());
@@ -1191,27 +1610,39 @@ fn bitfield_of(s: &str, pos: usize) -> Res<Type> {
         width: w as u8,
         offset: o as u8,
         container: (c / 8) as u8,
+        signed: false,
     })
 }
 
-/// Parses `[NAME=]FETCHARG[:TYPE]` at `pos`.
-/// An argument's `NAME=`, checked (None: no name given).
-fn arg_name(tok: &str, pos: usize) -> Res<Option<&str>> {
+/// An argument's `NAME=`, checked; without one, on a kernel with BTF
+/// (`btf`), the expression up to its type when that is a name, as the
+/// kernel's `generate_probe_arg_name()` (None: `arg<N>`).
+fn arg_name(tok: &str, pos: usize, btf: bool) -> Res<Option<&str>> {
     let errs = [
         ErrKind::NoArgName,
         ErrKind::ArgNameTooLong,
         ErrKind::BadArgName,
     ];
-    Ok(split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?.0)
+    let (name, body, _) = split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?;
+    Ok(name.or_else(|| generated_name(body, btf)))
 }
 
-fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
+/// The name a kernel with BTF gives an unnamed argument: its expression
+/// up to the type, when that is a C identifier.
+fn generated_name(body: &str, btf: bool) -> Option<&str> {
+    let expr = body.split(':').next().unwrap_or("");
+    (btf && is_ident(expr)).then_some(expr)
+}
+
+/// Parses `[NAME=]FETCHARG[:TYPE]` at `pos`.
+fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx<'a>) -> Res<FetchArg<'a>> {
     let errs = [
         ErrKind::NoArgName,
         ErrKind::ArgNameTooLong,
         ErrKind::BadArgName,
     ];
     let (name, body, bpos) = split_name(tok, '=', MAX_ARG_NAME_LEN, errs, pos)?;
+    let name = name.or_else(|| generated_name(body, ctx.btf.is_some()));
     if body.len() > MAX_ARG_LEN {
         return err(ErrKind::ArgTooLong, bpos);
     }
@@ -1240,11 +1671,39 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     };
     let mut ops = [Op::Imm(0); MAX_OPS];
     let mut nops = 0u8;
-    parse_expr(expr, bpos, ctx, &mut ops, &mut nops)?;
+    let mut last = Last::default();
+    parse_expr(expr, bpos, ctx, &mut ops, &mut nops, &mut last)?;
+    // What BTF says of the value (the kernel's last_type): a string type
+    // reads a `char` array where it is, or the string a `char *` points
+    // to; no type takes the value's own.
+    let mut btf_type = None;
+    if let (Some(b), Some(lt)) = (ctx.btf, last.ty) {
+        match typed {
+            Some((t, _, _)) if t.is_string() => {
+                if !is_char_array(b.btf, &lt) {
+                    if !is_char_ptr(b.btf, &lt) {
+                        return err(ErrKind::BadType4Str, bpos);
+                    }
+                    let deref = Op::Deref {
+                        offset: 0,
+                        user: t == Type::UString,
+                    };
+                    if push(&mut ops, &mut nops, deref, bpos).is_err() {
+                        return err_no(ErrKind::TooManyOps, bpos, E2BIG);
+                    }
+                }
+            }
+            Some(_) => {}
+            None => btf_type = Some(value_type(b.btf, lt, &mut last)),
+        }
+    }
     let last_is_deref = matches!(
         ops.get(usize::from(nops).wrapping_sub(1)),
         Some(Op::Deref { .. })
     );
+    // An immediate is an address too, for strings (the kernel's
+    // finalize_fetch_insn() takes FETCH_OP_IMM there: `\1:string`).
+    let last_is_imm = matches!(ops.get(usize::from(nops).wrapping_sub(1)), Some(Op::Imm(_)));
     // Then what the kernel's finalize_fetch_insn() checks: strings are
     // read from memory (or are `$comm` or immediate), and so are arrays:
     // their values, or their string pointers; a bitfield's width and
@@ -1253,7 +1712,8 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
     let (ty, count) = match typed {
         Some((t, count, tpos)) => {
             let fpos = add(tpos, deref_shift(expr));
-            if matches!(t, Type::String | Type::UString) && !text_base && !last_is_deref {
+            let is_str = matches!(t, Type::String | Type::UString);
+            if is_str && !text_base && !last_is_deref && !last_is_imm {
                 return err(ErrKind::BadString, fpos);
             }
             let last = ops.get(usize::from(nops).wrapping_sub(1));
@@ -1277,13 +1737,13 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
                 }
                 t => t,
             };
-            if count != 0 && (t == Type::SymStr || !last_is_deref) {
+            if count != 0 && (t == Type::SymStr || !(last_is_deref || is_str && last_is_imm)) {
                 return err(ErrKind::BadString, fpos);
             }
             (t, count)
         }
         None if text_base => (Type::String, 0),
-        None => (Type::Hex(8), 0),
+        None => (btf_type.unwrap_or(Type::Hex(8)), 0),
     };
     Ok(FetchArg {
         name,
@@ -1293,6 +1753,248 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx) -> Res<FetchArg<'a>> {
         ty,
         count,
     })
+}
+
+/// What BTF says of the value an expression ends with (the kernel's
+/// `last_type`, `last_bitoffs`, `last_bitsize`).
+#[derive(Clone, Copy, Default)]
+struct Last<'a> {
+    ty: Option<btf::Type<'a>>,
+    bitoffs: u32,
+    bitsize: u32,
+}
+
+/// The kernel's `btf_type_is_char_array()`: an array of 8-bit integers
+/// not declared signed.
+fn is_char_array(b: &Btf<'_>, t: &btf::Type<'_>) -> bool {
+    let elem = t.array_elem().and_then(|e| b.skip_modifiers(e));
+    is_uchar(elem)
+}
+
+/// The kernel's `btf_type_is_char_ptr()`: what the type's `type` field
+/// names is an 8-bit integer not declared signed. (It does not check that
+/// the type is a pointer: another kind's size is read as a type id there,
+/// and so it is here.)
+fn is_char_ptr(b: &Btf<'_>, t: &btf::Type<'_>) -> bool {
+    is_uchar(b.skip_modifiers(t.size_or_type))
+}
+
+fn is_uchar(t: Option<btf::Type<'_>>) -> bool {
+    t.filter(|t| t.kind() == btf::kind::INT)
+        .and_then(|t| t.int())
+        .is_some_and(|(enc, _, bits)| enc & btf::INT_SIGNED == 0 && bits == 8)
+}
+
+/// The type a BTF value is shown as without one given (the kernel's
+/// `fetch_type_from_btf_type()`, its default `x64` for what it does not
+/// know), with the bits a bitfield keeps (its `parse_btf_bitfield()`).
+fn value_type(b: &Btf<'_>, t: btf::Type<'_>, last: &mut Last<'_>) -> Type {
+    let size = |bits: u32| match bits {
+        8 => Some(1u8),
+        16 => Some(2),
+        32 => Some(4),
+        64 => Some(8),
+        _ => None,
+    };
+    let _ = b;
+    let ty = match t.kind() {
+        btf::kind::ENUM => Type::Signed(4),
+        btf::kind::ENUM64 => Type::Signed(8),
+        btf::kind::PTR => Type::Hex(8),
+        btf::kind::INT => match t.int() {
+            Some((enc, _, bits)) if enc & btf::INT_SIGNED != 0 => {
+                size(bits).map_or(Type::Hex(8), Type::Signed)
+            }
+            Some((_, off, bits)) => match size(bits) {
+                Some(n) => Type::Unsigned(n),
+                None => {
+                    last.bitsize = bits;
+                    last.bitoffs = last.bitoffs.wrapping_add(off);
+                    Type::Unsigned(8)
+                }
+            },
+            None => Type::Hex(8),
+        },
+        _ => Type::Hex(8),
+    };
+    // A bitfield: the bits extracted from the value read (the kernel
+    // shifts a 64-bit word; bits past the value's own size it takes from
+    // whatever follows in its buffer, here they are 0).
+    // (Whole bytes at a byte boundary: nothing to take out.)
+    if (last.bitsize & 7 == 0 && last.bitoffs == 0) || last.bitsize == 0 {
+        return ty;
+    }
+    let (container, signed) = match ty {
+        Type::Signed(n) => (n, true),
+        Type::Unsigned(n) | Type::Hex(n) => (n, false),
+        _ => (8, false),
+    };
+    let room = u32::from(container).saturating_mul(8);
+    let offset = last.bitoffs.min(room.saturating_sub(1));
+    let width = last.bitsize.min(room.saturating_sub(offset)).max(1);
+    Type::Bitfield {
+        width: width as u8,
+        offset: offset as u8,
+        container,
+        signed,
+    }
+}
+
+/// A name, the rest after its separator (with its position), and whether
+/// the separator was `->`.
+type FieldSplit<'s> = (&'s str, Option<(&'s str, usize)>, bool);
+
+/// The kernel's `split_next_field()` on `s` at `pos`: the name before the
+/// first `.` or `->`, where the rest starts (with its position), and
+/// whether it was `->`.
+fn split_field(s: &str, pos: usize) -> Res<FieldSplit<'_>> {
+    let Some(i) = s.find(['.', '-']) else {
+        return Ok((s, None, false));
+    };
+    let name = sub(s, 0, i);
+    if from(s, i).starts_with("->") {
+        let at = add(i, 2);
+        Ok((name, Some((from(s, at), add(pos, at))), true))
+    } else if from(s, i).starts_with('.') {
+        Ok((name, Some((from(s, past(0, i)), past(pos, i))), false))
+    } else {
+        err(ErrKind::BadHyphen, add(pos, i))
+    }
+}
+
+/// A BTF variable at `pos` (the kernel's `parse_btf_arg()`): a parameter
+/// of the probed function by name, or a return probe's `$retval`, then
+/// its `->` and `.` fields.
+fn btf_var<'a>(
+    e: &'a str,
+    pos: usize,
+    b: BtfCtx<'a>,
+    is_return: bool,
+    ops: &mut [Op<'a>; MAX_OPS],
+    nops: &mut u8,
+    last: &mut Last<'a>,
+) -> Res<()> {
+    let (var, field, is_ptr) = split_field(e, pos)?;
+    if let (false, Some((_, fpos))) = (is_ptr, field) {
+        return err_no(ErrKind::NoSupDatArg, fpos, EOPNOTSUPP);
+    }
+    let tid = if is_return && var == "$retval" {
+        push(ops, nops, Op::Retval, pos)?;
+        match b.proto {
+            Some(p) if p.size_or_type == 0 => return err(ErrKind::NoRetval, pos),
+            Some(p) => p.size_or_type,
+            None => {
+                return match field {
+                    Some((_, fpos)) => err(ErrKind::NoBtfEntry, fpos),
+                    None => Ok(()),
+                };
+            }
+        }
+    } else {
+        let Some(p) = b.params() else {
+            return err(ErrKind::NoBtfEntry, pos);
+        };
+        let Some(i) = (0..p.vlen()).find(|&i| b.param_name(i) == Some(var)) else {
+            return err(ErrKind::NoBtfArg, pos);
+        };
+        // On a return probe, its value at the entry (saved there).
+        push(ops, nops, Op::Arg(i as u32), pos)?;
+        b.btf.param(&p, i).map_or(u32::MAX, |(_, t)| t)
+    };
+    let Some(ty) = b.btf.skip_modifiers(tid) else {
+        return err(ErrKind::BadBtfTid, pos);
+    };
+    *last = Last {
+        ty: Some(ty),
+        bitoffs: 0,
+        bitsize: 0,
+    };
+    match field {
+        Some((f, fpos)) => btf_fields(f, fpos, ty, b.btf, ops, nops, last),
+        None => Ok(()),
+    }
+}
+
+/// The fields after a BTF variable of type `ty` (the kernel's
+/// `parse_btf_field()`): each `->` a read, at the offset its `.`-joined
+/// members add up to.
+fn btf_fields<'a>(
+    mut f: &'a str,
+    mut fpos: usize,
+    mut ty: btf::Type<'a>,
+    b: &Btf<'a>,
+    ops: &mut [Op<'a>; MAX_OPS],
+    nops: &mut u8,
+    last: &mut Last<'a>,
+) -> Res<()> {
+    loop {
+        if ty.kind() != btf::kind::PTR {
+            return err(ErrKind::NoPtrStrct, fpos);
+        }
+        let Some(mut st) = b.skip_modifiers(ty.size_or_type) else {
+            return err(ErrKind::BadBtfTid, fpos);
+        };
+        let mut bitoffs = 0u32;
+        let mut next;
+        loop {
+            let (name, rest, is_ptr) = split_field(f, fpos)?;
+            let member = match b.find_member(st, name) {
+                Ok(Some(m)) => m,
+                Ok(None) => return err(ErrKind::NoBtfField, fpos),
+                Err(btf::NotStruct) => return err(ErrKind::BadBtfTid, fpos),
+            };
+            let (m, anon) = member;
+            bitoffs = bitoffs.wrapping_add(anon);
+            if st.kflag() {
+                bitoffs = bitoffs.wrapping_add(m.offset & 0x00ff_ffff);
+                last.bitsize = m.offset >> 24;
+            } else {
+                bitoffs = bitoffs.wrapping_add(m.offset);
+                last.bitsize = 0;
+            }
+            let Some(t) = b.skip_modifiers(m.ty) else {
+                return err(ErrKind::BadBtfTid, fpos);
+            };
+            st = t;
+            next = rest;
+            match rest {
+                Some((r, rpos)) if !is_ptr => {
+                    f = r;
+                    fpos = rpos;
+                }
+                _ => break,
+            }
+        }
+        push(
+            ops,
+            nops,
+            Op::Deref {
+                offset: i64::from(bitoffs / 8),
+                user: false,
+            },
+            fpos,
+        )?;
+        last.bitoffs = bitoffs % 8;
+        last.ty = Some(st);
+        ty = st;
+        match next {
+            Some((r, rpos)) => {
+                f = r;
+                fpos = rpos;
+            }
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `kstrtoul(s, 10)`: an optional `+`, then decimal digits only (None:
+/// anything else, or past `u64`).
+fn kstrtoul10(s: &str) -> Option<u64> {
+    let d = s.strip_prefix('+').unwrap_or(s);
+    if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    d.parse().ok()
 }
 
 /// How far the kernel's parse offset has moved when an expression is
@@ -1327,9 +2029,10 @@ fn push<'a>(ops: &mut [Op<'a>; MAX_OPS], nops: &mut u8, op: Op<'a>, pos: usize) 
 fn parse_expr<'a>(
     e: &'a str,
     pos: usize,
-    ctx: &ArgCtx,
+    ctx: &ArgCtx<'a>,
     ops: &mut [Op<'a>; MAX_OPS],
     nops: &mut u8,
+    last: &mut Last<'a>,
 ) -> Res<()> {
     let first = e.as_bytes().first().copied().unwrap_or(0);
     match first {
@@ -1342,9 +2045,16 @@ fn parse_expr<'a>(
         }
         b'$' => {
             let v = from(e, 1);
-            let op = if v == "retval" {
+            // The kernel's parse_probe_vars(): `retval`, `stack`, `arg` by
+            // prefix, `comm` whole.
+            let op = if v.starts_with("retval") {
                 if !ctx.is_return {
                     return err(ErrKind::RetvalOnProbe, pos);
+                }
+                // With BTF, typed (and `->` fields); without, anything
+                // after `retval` is ignored, as the kernel ignores it.
+                if let Some(b) = ctx.btf {
+                    return btf_var(e, pos, b, ctx.is_return, ops, nops, last);
                 }
                 Op::Retval
             } else if v == "comm" || v == "COMM" {
@@ -1352,13 +2062,22 @@ fn parse_expr<'a>(
             } else if v == "stack" {
                 Op::StackAddr
             } else if let Some(n) = v.strip_prefix("stack") {
-                match dec_u32(n) {
-                    Some(n) if n <= ctx.max_stack => Op::Stack(n),
-                    _ => return err(ErrKind::BadStackNum, pos),
+                // A number from a digit on; past the stack's words, a bad
+                // stack number; anything else, a bad variable.
+                if !n.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+                    return err(ErrKind::BadVar, pos);
+                }
+                match kstrtoul10(n) {
+                    Some(n) if n <= u64::from(ctx.max_stack) => Op::Stack(n as u32),
+                    Some(_) => return err(ErrKind::BadStackNum, pos),
+                    None => return err(ErrKind::BadVar, pos),
                 }
             } else if let Some(n) = v.strip_prefix("arg") {
-                match dec_u32(n) {
-                    Some(n) if n >= 1 && n <= ctx.max_stack => {
+                let Some(n) = kstrtoul10(n) else {
+                    return err(ErrKind::BadVar, pos);
+                };
+                match u32::try_from(n) {
+                    Ok(n) if n >= 1 && n <= ctx.max_stack => {
                         // At a function entry, or its return (the
                         // value it had at the entry: the engine saves it
                         // there, as the kernel's entry data does).
@@ -1459,15 +2178,22 @@ fn parse_expr<'a>(
             let Some(close) = rest.rfind(')') else {
                 return err(ErrKind::DerefOpenBrace, add(kpos, rest.len()));
             };
-            parse_expr(sub(rest, 0, close), kpos, ctx, ops, nops)?;
+            parse_expr(sub(rest, 0, close), kpos, ctx, ops, nops, last)?;
+            // What was read is no longer the BTF value's (the kernel
+            // resets its last_type).
+            last.ty = None;
             if matches!(ops[0], Op::Comm | Op::ImmStr(_)) {
                 return err(ErrKind::CommCantDeref, kpos);
             }
             push(ops, nops, Op::Deref { offset, user }, kpos)
         }
-        // A bare name is a BTF argument name for the kernel; without BTF
-        // (and in this engine) not supported.
-        c if c.is_ascii_alphabetic() || c == b'_' => err(ErrKind::NoSupBtfArg, pos),
+        // A bare name: a BTF argument name, at a function's entry or
+        // return on a kernel with BTF; refused as not supported elsewhere.
+        c if c.is_ascii_alphabetic() || c == b'_' => match ctx.btf {
+            None => err_no(ErrKind::NoSupBtfArg, pos, EOPNOTSUPP),
+            Some(_) if !ctx.at_entry && !ctx.is_return => err(ErrKind::NoSupBtfArg, pos),
+            Some(b) => btf_var(e, pos, b, ctx.is_return, ops, nops, last),
+        },
         _ => err(ErrKind::BadFetchArg, pos),
     }
 }
@@ -1507,9 +2233,10 @@ impl fmt::Display for ProbeDef<'_> {
         }
         for (i, a) in tokens(self.args_text, 0).enumerate() {
             let (_, t) = a;
-            match t.find('=') {
-                Some(_) => write!(f, " {}", t)?,
-                None => write!(f, " arg{}={}", add(i, 1), t)?,
+            match (t.find('='), generated_name(t, self.btf.is_some())) {
+                (Some(_), _) => write!(f, " {}", t)?,
+                (None, Some(n)) => write!(f, " {}={}", n, t)?,
+                (None, None) => write!(f, " arg{}={}", add(i, 1), t)?,
             }
         }
         Ok(())

@@ -41,7 +41,13 @@ impl Write for VecWriter<'_> {
 /// the kernel's fetch types declare them (one element of an array).
 pub(super) fn field_type(t: Type) -> (&'static str, usize, bool) {
     match t {
-        Type::Unsigned(n) | Type::Hex(n) | Type::Bitfield { container: n, .. } => (
+        Type::Unsigned(n)
+        | Type::Hex(n)
+        | Type::Bitfield {
+            container: n,
+            signed: false,
+            ..
+        } => (
             match n {
                 1 => "u8",
                 2 => "u16",
@@ -51,7 +57,12 @@ pub(super) fn field_type(t: Type) -> (&'static str, usize, bool) {
             usize::from(n),
             false,
         ),
-        Type::Signed(n) => (
+        Type::Signed(n)
+        | Type::Bitfield {
+            container: n,
+            signed: true,
+            ..
+        } => (
             match n {
                 1 => "s8",
                 2 => "s16",
@@ -80,6 +91,12 @@ pub(super) fn value_size(t: Type) -> usize {
 /// The `printf` conversion of a type in `print_fmt`.
 pub(super) fn print_conv(t: Type) -> &'static str {
     match t {
+        Type::Bitfield {
+            container: 8,
+            signed: true,
+            ..
+        } => "%Ld",
+        Type::Bitfield { signed: true, .. } => "%d",
         Type::Unsigned(8) | Type::Bitfield { container: 8, .. } => "%Lu",
         Type::Unsigned(_) | Type::Bitfield { .. } => "%u",
         Type::Signed(8) => "%Ld",
@@ -130,6 +147,7 @@ pub(super) fn compile_arg(
             Op::Retval => Op::Retval,
             Op::Comm => Op::Comm,
             // The kernel's registration fails on it (-EINVAL).
+            Op::BadSymbol(_) if defer => Op::Addr(0),
             Op::BadSymbol(_) => return Err((ErrKind::FailRegProbe, EINVAL)),
             Op::ImmStr(t) => {
                 imm.extend_from_slice(t.as_bytes(), GFP_KERNEL)
@@ -222,7 +240,9 @@ pub(super) fn build_site(
     d: &ProbeDef<'_>,
     seq: u64,
 ) -> core::result::Result<(KBox<Site>, KVec<Field>), (ErrKind, Error)> {
-    let (args, fields) = compile_args(d, module_pending(d))?;
+    // An unknown `@SYM` is refused later, where the kernel finds it
+    // (`symbols_refused`).
+    let (args, fields) = compile_args(d, true)?;
     // A return probe lists the number of instances it got, the default
     // one too, as the kernel's does (`r10:` where no number was given).
     let listed = d.with_default_maxactive(crate::kretprobe::default_maxactive() as u32);
@@ -371,7 +391,12 @@ pub(super) fn fields_differ(ev: &[Field], new: &[Field]) -> Option<usize> {
     }
     // The kernel compares fetch types: a bitfield is its container's.
     let kind = |t: Type| match t {
-        Type::Bitfield { container, .. } => Type::Unsigned(container),
+        Type::Bitfield {
+            container,
+            signed: false,
+            ..
+        } => Type::Unsigned(container),
+        Type::Bitfield { container, .. } => Type::Signed(container),
         t => t,
     };
     ev.iter()

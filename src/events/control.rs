@@ -116,8 +116,9 @@ extern "C" {
     static kp_param_max_stack: usize;
 }
 
-/// Handles one line: `%pd`/`%pD` arguments expanded first, as the kernel
-/// does before it parses (its error log then shows the expanded line).
+/// Handles one line, as the kernel's `__trace_kprobe_create()`: its words,
+/// then the head, `$arg*`/`$argN` and `%pd`/`%pD` expanded, the arguments
+/// ([`ep::parse_full`]).
 pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
     // As the kernel takes a line: without its comment, and as the words
     // argv_split() makes of it, one space apart (what its error_log shows,
@@ -134,21 +135,13 @@ pub(super) fn run_line(g: &mut Locked, line: &str) -> Result {
         words.extend_from_slice(w.as_bytes(), GFP_KERNEL)?;
     }
     let line = core::str::from_utf8(&words).map_err(|_| EINVAL)?;
-    // SAFETY: constants of the C glue.
-    let (d, f) = unsafe { (kp_dentry_name_offset, kp_file_dentry_offset) };
-    // The line's words, one space apart (no longer than the line), and the
-    // expansions' growth (at most their own bytes).
-    let want = line.len() + ep::MAX_DENTRY_ARGS_LEN;
+    let want = ep::full_buf_len(line.len());
     let mut buf = KVec::with_capacity(want, GFP_KERNEL)?;
     while buf.len() < want {
         let n = (want - buf.len()).min(64);
         buf.extend_from_slice(&[0u8; 64][..n], GFP_KERNEL)?;
     }
-    match ep::expand_dentry_args(line, d, f, &mut buf) {
-        None => run_one(g, line),
-        Some(Ok(l)) => run_one(g, l),
-        Some(Err(())) => Err(ENOMEM),
-    }
+    run_one(g, line, &mut buf)
 }
 
 /// Parses a line of `kprobe_events` with this kernel's limits.
@@ -158,13 +151,11 @@ pub(super) fn parse(line: &str) -> core::result::Result<Command<'_>, ep::ParseEr
     ep::parse_line_limited(line, REGS, max_stack)
 }
 
-/// Handles one line; errors are logged against `line` (a removal's are
-/// not logged, as the kernel's `dyn_event_release()` logs none).
-fn run_one(g: &mut Locked, line: &str) -> Result {
-    let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
-        log_error(g, line, kind, pos);
-        Err(e)
-    };
+/// Handles one line (`buf`: [`ep::full_buf_len`] bytes for its
+/// expansions); errors are logged against the line the kernel's log would
+/// show (a removal's are not logged, as the kernel's
+/// `dyn_event_release()` logs none).
+fn run_one(g: &mut Locked, line: &str, buf: &mut [u8]) -> Result {
     // The symbol is checked where the kernel checks it while parsing (its
     // validate_probe_symbol()): a name several functions share is refused
     // (probe by address then), an unknown one is an invalid symbol.
@@ -172,7 +163,7 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
     // says: an offset into a function is refused, one past every symbol is
     // left to registration (an invalid address there).
     let mut check = |loc: &ep::Location<'_>, is_return: bool, lpos: usize| {
-        let bad = |kind| Err(ep::ParseError { kind, pos: lpos });
+        let bad = |kind| Err(ep::ParseError::new(kind, lpos));
         let ep::Location::Symbol {
             module,
             name,
@@ -199,16 +190,33 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
             Ok(false)
         }
     };
-    // SAFETY: a constant of the C glue.
-    let max_stack = u32::try_from(unsafe { kp_param_max_stack }).unwrap_or(u32::MAX);
-    let cmd = match ep::parse_line_checked(line, REGS, max_stack, &mut check) {
+    // SAFETY: constants of the C glue.
+    let (max_stack, dentry) = unsafe {
+        (
+            u32::try_from(kp_param_max_stack).unwrap_or(u32::MAX),
+            (kp_dentry_name_offset, kp_file_dentry_offset),
+        )
+    };
+    let btf = super::btf::vmlinux(g);
+    let parsed = ep::parse_full(line, REGS, max_stack, btf.as_ref(), dentry, &mut check, buf);
+    let log_line = parsed.log_line;
+    let map = parsed.pos_map();
+    let parsed_pos = |p| map.log_pos(p);
+    let fail = |g: &mut Locked, kind: ErrKind, pos: usize, e: Error| {
+        log_error(g, log_line, kind, pos);
+        Err(e)
+    };
+    if let Some(n) = parsed.note {
+        log_error(g, log_line, n.kind, n.pos);
+    }
+    let cmd = match parsed.result {
         Ok(c) => c,
         // No entry for a removal or a line that is no probe definition,
         // as the kernel writes none.
-        Err(e) if line.trim_start().starts_with('-') || !e.kind.logged() => {
-            return Err(Error::from_errno(-e.kind.errno()))
+        Err(e) if line.trim_start().starts_with('-') || !e.kind.logged() || e.errno == 12 => {
+            return Err(Error::from_errno(-e.errno))
         }
-        Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.kind.errno())),
+        Err(e) => return fail(g, e.kind, e.pos, Error::from_errno(-e.errno)),
     };
     match cmd {
         Command::Empty => Ok(()),
@@ -244,8 +252,8 @@ fn run_one(g: &mut Locked, line: &str) -> Result {
             match r {
                 Ok(()) => Ok(()),
                 // Past the last word, as the kernel's log puts it there.
-                Err((kind, PAST_END, e)) => fail(g, kind, line.trim_end().len() + 1, e),
-                Err((kind, pos, e)) => fail(g, kind, pos, e),
+                Err((kind, PAST_END, e)) => fail(g, kind, log_line.trim_end().len() + 1, e),
+                Err((kind, pos, e)) => fail(g, kind, parsed_pos(pos), e),
             }
         }
     }
@@ -278,7 +286,25 @@ pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
     (kind, d.location_pos, e)
 }
 
-/// The kernel's notrace rule (`within_notrace_func()`), with its message.
+/// An `@SYM` that names nothing, found where the kernel's
+/// `traceprobe_update_arg()` finds it, at registration right after the
+/// notrace check ([`notrace_refused`] does both): an invalid address,
+/// unless the probe's module is not loaded yet (then it is resolved again
+/// when the module comes).
+fn symbols_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
+    if module_pending(d) {
+        return Ok(());
+    }
+    for a in d.args().flatten() {
+        if let Err((k, e)) = compile_arg(&a, 0, 0, false) {
+            return Err((k, d.location_pos, e));
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's notrace rule (`within_notrace_func()`), with its message;
+/// then its check of the arguments' symbols ([`symbols_refused`]).
 pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
     if let Some(addr) = requested_address(d).filter(|&a| within_notrace_func(a)) {
         pr_warn!(
@@ -287,7 +313,7 @@ pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refu
         );
         return Err((ErrKind::FailRegProbe, d.location_pos, EINVAL));
     }
-    Ok(())
+    symbols_refused(d)
 }
 
 /// A new event with its first site.

@@ -32,6 +32,7 @@ use kernel::bindings::pt_regs;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
 
+pub(crate) mod btf;
 mod compile;
 mod control;
 pub(crate) mod dynevent;
@@ -399,6 +400,7 @@ pub(crate) fn init() {
         Some(m) => unsafe { kp_events_set_event_mutex(m as *mut c_void) },
         None => pr_warn!("event_mutex not found: kprobe_events disabled\n"),
     }
+    btf::init();
 }
 
 /// Removes every event at engine unload (none can be enabled: enabling one
@@ -409,4 +411,6 @@ pub(crate) fn exit() {
     // The list is a static: free its buffer (kmemleak found it).
     let mut g = Locked::lock();
     drop(core::mem::take(g.events()));
+    drop(g);
+    btf::exit();
 }

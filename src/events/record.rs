@@ -269,8 +269,13 @@ fn print_value(
     word[..k].copy_from_slice(&elem[..k]);
     let v = u64::from_ne_bytes(word);
     let _ = match ty {
-        Type::Unsigned(_) | Type::Bitfield { .. } => write!(w, "{}", v),
-        Type::Signed(n) => {
+        Type::Unsigned(_) | Type::Bitfield { signed: false, .. } => write!(w, "{}", v),
+        Type::Signed(n)
+        | Type::Bitfield {
+            container: n,
+            signed: true,
+            ..
+        } => {
             let shift = 64 - 8 * u32::from(n);
             write!(w, "{}", ((v << shift) as i64) >> shift)
         }
