@@ -865,6 +865,11 @@ p:G/e vfs_read+8 $arg1
 p:G/e kfree $arg10
 p:G/e ksys_sync $arg*
 p:G/e ksys_sync $arg1
+p:G/e ksys_sync x
+p:G/e ksys_sync $arg1 x
+p:G/e ksys_sync $arg* $arg1
+p:G/e _printk $arg*
+p:G/e vfs_read file:symstr
 p:G/e kernel_clone args->flags args->exit_signal args->io_thread args->kthread args->no_files
 p:G/e kernel_clone args->io_thread:u32 args->flags:s32
 p:G/e do_sys_openat2 dfd filename:string filename:ustring how->flags how->mode

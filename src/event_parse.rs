@@ -751,15 +751,20 @@ enum Meta<'o> {
 fn expand_meta_args<'o>(d: &ProbeDef<'_>, line: &str, out: &'o mut [u8]) -> Res<Meta<'o>> {
     use fmt::Write as _;
     let args = || tokens(line, 0).skip(2);
-    let (mut found, mut star) = (false, None);
+    // (The kernel's return flag: only for a probe on a symbol.)
+    let is_return = d.is_return && matches!(d.location, Location::Symbol { .. });
+    let (mut found, mut star, mut last_var) = (false, None, 0);
     for (pos, tok) in args() {
         let Some(rest) = tok.strip_prefix("$arg") else {
             continue;
         };
-        if !d.entry && !d.is_return {
+        if !d.entry && !is_return {
             return err(ErrKind::NoFentryArgs, pos);
         }
         found = true;
+        // Where the kernel's log index stays (its caret if BTF is
+        // missing for `$arg*`): the last `$arg` word.
+        last_var = pos;
         if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
             continue;
         }
@@ -776,7 +781,7 @@ fn expand_meta_args<'o>(d: &ProbeDef<'_>, line: &str, out: &'o mut [u8]) -> Res<
     }
     let Some((b, p)) = d.btf.and_then(|b| Some((b, b.params()?))) else {
         return Ok(match star {
-            Some(pos) => Meta::NoSup(pos),
+            Some(_) => Meta::NoSup(last_var),
             None => Meta::Keep,
         });
     };
@@ -786,6 +791,14 @@ fn expand_meta_args<'o>(d: &ProbeDef<'_>, line: &str, out: &'o mut [u8]) -> Res<
     // One expanded name: into the kernel's 128 bytes, then the line.
     let mut name = |o: &mut Out<'_>, first: bool, n: &str, ty: &str, pos: usize| -> Res<()> {
         let len = add(n.len(), ty.len());
+        // A parameter without a name (C's `...`) expands to an empty
+        // word for the kernel, an argument without an expression: here a
+        // NUL, which parses so (no line has one: lines end at a NUL).
+        let n = if n.is_empty() && ty.is_empty() {
+            "\0"
+        } else {
+            n
+        };
         if len >= MAX_BTF_ARGS_LEN.saturating_sub(used) {
             return err(ErrKind::Args2Long, pos);
         }
@@ -1351,16 +1364,34 @@ impl<'a> ProbeDef<'a> {
     /// [`parse_line`], so this yields no errors for a returned `ProbeDef`).
     pub fn args(&self) -> impl Iterator<Item = Res<FetchArg<'a>>> + '_ {
         let ctx = self.arg_ctx();
-        tokens(self.args_text, self.args_pos).map(move |(p, t)| parse_arg(t, p, &ctx))
+        tokens(self.args_text, self.args_pos)
+            .enumerate()
+            .map(move |(k, (p, t))| parse_arg(t, p, &self.ctx_for(&ctx, k)))
     }
 
     fn arg_ctx(&self) -> ArgCtx<'a> {
         ArgCtx {
-            is_return: self.is_return,
+            // The kernel's return flag is set only for a probe on a
+            // symbol (`r ADDR` has neither `$retval` nor `$argN`).
+            is_return: self.is_return && matches!(self.location, Location::Symbol { .. }),
             at_entry: self.at_entry(),
             regs: self.regs,
             max_stack: self.max_stack,
             btf: self.btf,
+            queried: tokens(self.args_text, 0).any(|(_, t)| t.starts_with("$arg")),
+        }
+    }
+
+    /// The context for argument `tok` (at `k`): BTF asked for before it
+    /// by a `$arg` word (the kernel's expansion) or by an earlier
+    /// argument's typed `$retval`.
+    fn ctx_for(&self, ctx: &ArgCtx<'a>, k: usize) -> ArgCtx<'a> {
+        let earlier = tokens(self.args_text, 0)
+            .take(k)
+            .any(|(_, t)| ctx.is_return && t.contains("$retval"));
+        ArgCtx {
+            queried: ctx.queried || earlier,
+            ..*ctx
         }
     }
 
@@ -1425,7 +1456,7 @@ impl<'a> ProbeDef<'a> {
                     return err(ErrKind::UsedArgName, pos);
                 }
             }
-            parse_arg(tok, pos, &ctx)?;
+            parse_arg(tok, pos, &self.ctx_for(&ctx, i))?;
         }
         Ok(())
     }
@@ -1511,12 +1542,16 @@ impl fmt::Write for BufWriter<'_> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct ArgCtx<'a> {
     is_return: bool,
     at_entry: bool,
     regs: &'static RegTable,
     max_stack: u32,
     btf: Option<BtfCtx<'a>>,
+    /// BTF was asked for the function before this argument (see
+    /// [`btf_var`]).
+    queried: bool,
 }
 
 /// The most elements of an array type (the kernel's `MAX_ARRAY_LEN`).
@@ -1646,7 +1681,7 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx<'a>) -> Res<FetchArg<'a>
     if body.len() > MAX_ARG_LEN {
         return err(ErrKind::ArgTooLong, bpos);
     }
-    if body.is_empty() {
+    if body.is_empty() || body == "\0" {
         return err(ErrKind::NoArgBody, bpos);
     }
     // The type first, as the kernel's parse_probe_arg_type(): after the
@@ -1679,7 +1714,8 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx<'a>) -> Res<FetchArg<'a>
     let mut btf_type = None;
     if let (Some(b), Some(lt)) = (ctx.btf, last.ty) {
         match typed {
-            Some((t, _, _)) if t.is_string() => {
+            // (The kernel's `strstr(type, "string")`: not `symstr`.)
+            Some((t @ (Type::String | Type::UString), _, _)) => {
                 if !is_char_array(b.btf, &lt) {
                     if !is_char_ptr(b.btf, &lt) {
                         return err(ErrKind::BadType4Str, bpos);
@@ -1694,7 +1730,15 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx<'a>) -> Res<FetchArg<'a>
                 }
             }
             Some(_) => {}
-            None => btf_type = Some(value_type(b.btf, lt, &mut last)),
+            None => {
+                let t = value_type(b.btf, lt, &mut last);
+                // The kernel's bitfield step takes one more operation
+                // after the store (the last read's place).
+                if matches!(t, Type::Bitfield { .. }) && usize::from(nops) >= MAX_OPS {
+                    return err(ErrKind::TooManyOps, bpos);
+                }
+                btf_type = Some(t);
+            }
         }
     }
     let last_is_deref = matches!(
@@ -1869,11 +1913,12 @@ fn btf_var<'a>(
     e: &'a str,
     pos: usize,
     b: BtfCtx<'a>,
-    is_return: bool,
+    ctx: &ArgCtx<'a>,
     ops: &mut [Op<'a>; MAX_OPS],
     nops: &mut u8,
     last: &mut Last<'a>,
 ) -> Res<()> {
+    let is_return = ctx.is_return;
     let (var, field, is_ptr) = split_field(e, pos)?;
     if let (false, Some((_, fpos))) = (is_ptr, field) {
         return err_no(ErrKind::NoSupDatArg, fpos, EOPNOTSUPP);
@@ -1891,7 +1936,13 @@ fn btf_var<'a>(
             }
         }
     } else {
+        // The kernel asks BTF once per line: a function without
+        // parameters is "no BTF entry" where this asks first, and then
+        // "not found" (after a `$arg` word or a typed `$retval` asked).
         let Some(p) = b.params() else {
+            if b.proto.is_some() && ctx.queried {
+                return err(ErrKind::NoBtfArg, pos);
+            }
             return err(ErrKind::NoBtfEntry, pos);
         };
         let Some(i) = (0..p.vlen()).find(|&i| b.param_name(i) == Some(var)) else {
@@ -1945,6 +1996,10 @@ fn btf_fields<'a>(
             };
             let (m, anon) = member;
             bitoffs = bitoffs.wrapping_add(anon);
+            // As the kernel: the kflag of the struct searched, also for a
+            // member found inside one of its anonymous members (whose own
+            // kflag may differ: then the kernel, and this, read a bitfield
+            // size as part of the offset, far off, with no-fault reads).
             if st.kflag() {
                 bitoffs = bitoffs.wrapping_add(m.offset & 0x00ff_ffff);
                 last.bitsize = m.offset >> 24;
@@ -1965,6 +2020,7 @@ fn btf_fields<'a>(
                 _ => break,
             }
         }
+        // (The kernel's caret: where the next field starts.)
         push(
             ops,
             nops,
@@ -1972,7 +2028,7 @@ fn btf_fields<'a>(
                 offset: i64::from(bitoffs / 8),
                 user: false,
             },
-            fpos,
+            next.map_or(fpos, |(_, p)| p),
         )?;
         last.bitoffs = bitoffs % 8;
         last.ty = Some(st);
@@ -2054,7 +2110,7 @@ fn parse_expr<'a>(
                 // With BTF, typed (and `->` fields); without, anything
                 // after `retval` is ignored, as the kernel ignores it.
                 if let Some(b) = ctx.btf {
-                    return btf_var(e, pos, b, ctx.is_return, ops, nops, last);
+                    return btf_var(e, pos, b, ctx, ops, nops, last);
                 }
                 Op::Retval
             } else if v == "comm" || v == "COMM" {
@@ -2190,9 +2246,9 @@ fn parse_expr<'a>(
         // A bare name: a BTF argument name, at a function's entry or
         // return on a kernel with BTF; refused as not supported elsewhere.
         c if c.is_ascii_alphabetic() || c == b'_' => match ctx.btf {
+            _ if !ctx.at_entry && !ctx.is_return => err(ErrKind::NoSupBtfArg, pos),
             None => err_no(ErrKind::NoSupBtfArg, pos, EOPNOTSUPP),
-            Some(_) if !ctx.at_entry && !ctx.is_return => err(ErrKind::NoSupBtfArg, pos),
-            Some(b) => btf_var(e, pos, b, ctx.is_return, ops, nops, last),
+            Some(b) => btf_var(e, pos, b, ctx, ops, nops, last),
         },
         _ => err(ErrKind::BadFetchArg, pos),
     }

@@ -235,12 +235,33 @@ fn btf_errors_at_the_kernels_caret() {
         // index as written, or past the line when there is none.
         ("p f_all $arg* x=%zz", BadRegName, 20, 22),
         ("p f_all $arg2 %zz", BadRegName, 14, 22),
-        // Without BTF (checked below): bare names are not supported.
+        // `symstr` is no string type for the BTF check (the kernel's
+        // strstr(type, "string")); the value's symbol.
+        // A function without parameters: "no BTF entry" where BTF is
+        // asked first, "not found" after a `$arg` word or a typed
+        // `$retval` asked (the kernel asks once per line).
+        ("p f_ptr x", NoBtfEntry, 8, 2),
+        ("p f_ptr $arg1 x", NoBtfArg, 14, 2),
+        ("r f_ptr $retval x", NoBtfArg, 16, 2),
+        // A variadic function's `...` (a parameter without a name): an
+        // empty argument for the kernel, past the line's last word here.
+        ("p f_var $arg*", NoArgBody, 14, 22),
+        // The kernel's return flag is only for a probe on a symbol.
+        ("r 0x1000 $retval", RetvalOnProbe, 9, 22),
+        ("r 0x1000 x", NoSupBtfArg, 9, 22),
     ];
     for &(line, kind, pos, errno) in cases {
         assert_eq!(run(line, true).1, Err((kind, pos, errno)), "{line}");
     }
     assert_eq!(run("p f_all o", false).1, Err((NoSupBtfArg, 8, 95)));
+    // Away from an entry or return, EINVAL with or without BTF.
+    assert_eq!(run("p f_all+4 o", false).1, Err((NoSupBtfArg, 10, 22)));
+    assert_eq!(
+        run("p:g/e f_all o:symstr", true).1,
+        Ok("p:g/e f_all o=o:symstr".into())
+    );
+    // `$arg*` without BTF: the note's caret at the last `$arg` word.
+    assert_eq!(run("p f_ptr $arg* $arg1", true).0, Some((NoSupBtfArg, 14)));
     // A kernel without BTF ignores what follows `$retval`.
     assert_eq!(
         run("r:g/e f_all $retval->x", false).1,

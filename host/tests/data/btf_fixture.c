@@ -57,3 +57,8 @@ int f_long_names(int a_parameter_with_a_very_long_name_number_one,
 	       a_parameter_with_a_very_long_name_number_two +
 	       a_parameter_with_a_very_long_name_number_three;
 }
+
+int f_var(int n, ...)
+{
+	return n;
+}
