@@ -9,7 +9,7 @@
 //! BTF, which is what the kernel's own parser does there too.
 //!
 //! Modules' BTF (`CONFIG_DEBUG_INFO_BTF_MODULES`) is not read: a module's
-//! function has no BTF here (README, "Known limits").
+//! function has no BTF here (README, "kprobe_events").
 
 use super::*;
 use crate::btf::Btf;
