@@ -868,6 +868,7 @@ p:G/e ksys_sync $arg1
 p:G/e ksys_sync x
 p:G/e ksys_sync $arg1 x
 p:G/e ksys_sync $arg* $arg1
+p:G/e schedule $arg1
 p:G/e _printk $arg*
 p:G/e vfs_read file:symstr
 p:G/e kernel_clone args->flags args->exit_signal args->io_thread args->kthread args->no_files
@@ -945,6 +946,26 @@ r:%s/rr%s vfs_read $retval file->f_path.dentry->d_iname:string $arg3'
 	done
 	echo '-:kpbo/' >>$E
 	echo '-:kpbk/' >>$T/kprobe_events
+}
+# schedule(), which x86_64's noinstr syscall exit calls (between
+# instrumentation_begin() and _end(), as objtool checks there): probed and
+# hit, as the kernel's kprobes probe it (on arm64 no noinstr code calls it
+# directly; arm64, without objtool, refuses what its noinstr code calls).
+run_events_schedule() {
+	if ! echo 'p:kpsch/sch schedule' >>$E 2>/dev/null; then
+		if [ "$ARCH" = x86_64 ]; then
+			check events-schedule-probed false
+		else
+			echo "KP-CHECK: skip events-schedule-probed (arm64 refuses what its noinstr code calls)"
+		fi
+		return
+	fi
+	echo 1 >$T/events/kpsch/sch/enable
+	sleep 1
+	echo 0 >$T/events/kpsch/sch/enable
+	grep ' sch ' $KP/kprobe_profile
+	check events-schedule-probed sh -c "grep -qE ' sch +[1-9]' $KP/kprobe_profile"
+	echo '-:kpsch/sch' >>$E
 }
 # $argN on a return probe (saved at the entry): the same record as the
 # kernel's own return event with the same arguments, for the same call

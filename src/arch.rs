@@ -259,6 +259,12 @@ pub(crate) trait Refusals {
     const BLACKLIST_SECTIONS: &'static [(&'static CStr, &'static CStr, &'static CStr)];
     /// Assembly refused from its first symbol to the end of its last.
     const BLACKLIST_SPANS: &'static [(&'static CStr, &'static CStr, &'static CStr)];
+    /// Whether a function of `.sched.text` that noinstr or entry code
+    /// calls directly may be probed (the blacklist refuses such callees
+    /// otherwise): where the kernel's build checks that noinstr code calls
+    /// out only where instrumentation is allowed, and code that may
+    /// schedule runs where RCU watches.
+    const SCHED_TEXT_CALLEES_PROBEABLE: bool;
     /// Where a kernel breakpoint runs on its way to the engine's re-entry
     /// guard: the roots of the derived trap-path blacklist.
     const TRAP_ROOTS: &'static [&'static CStr];
@@ -389,4 +395,6 @@ pub(crate) const BLACKLIST_FUNCS: &[(&CStr, &CStr)] = <Arch as Refusals>::BLACKL
 pub(crate) const BLACKLIST_SECTIONS: &[(&CStr, &CStr, &CStr)] =
     <Arch as Refusals>::BLACKLIST_SECTIONS;
 pub(crate) const BLACKLIST_SPANS: &[(&CStr, &CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_SPANS;
+pub(crate) const SCHED_TEXT_CALLEES_PROBEABLE: bool =
+    <Arch as Refusals>::SCHED_TEXT_CALLEES_PROBEABLE;
 pub(crate) const TRAP_ROOTS: &[&CStr] = <Arch as Refusals>::TRAP_ROOTS;

@@ -199,11 +199,21 @@ pub(crate) fn init() -> Result {
     // instance; a breakpoint there recurses forever). One level deep.
     let nsec = v.len();
     let mut callees = 0usize;
+    // Except, where the arch says so, the scheduler's own text (see
+    // `SCHED_TEXT_CALLEES_PROBEABLE`).
+    let sched = match (
+        symbols::lookup_name(c_str!("__sched_text_start")),
+        symbols::lookup_name(c_str!("__sched_text_end")),
+    ) {
+        (Some(a), Some(b)) if crate::arch::SCHED_TEXT_CALLEES_PROBEABLE => a..b,
+        _ => 0..0,
+    };
     for i in 0..nsec {
         let (start, end) = (v.as_slice()[i].start, v.as_slice()[i].end);
         let mut r = Ok(());
         crate::arch::Arch::for_each_direct_branch(start, end, |target| {
             if r.is_err()
+                || sched.contains(&target)
                 || v.as_slice()
                     .iter()
                     .any(|x| (x.start..x.end).contains(&target))

@@ -112,6 +112,10 @@ impl Refusals for Arch {
         ),
     ];
 
+    /// No objtool on arm64: what noinstr code calls is refused whole
+    /// (its context tracking calls an out-of-line `preempt_count()`).
+    const SCHED_TEXT_CALLEES_PROBEABLE: bool = false;
+
     /// Hypervisor and identity-mapped text, as `arch_populate_kprobe_blacklist()`.
     const BLACKLIST_SECTIONS: &'static [(
         &'static kernel::str::CStr,

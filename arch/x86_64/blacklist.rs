@@ -88,6 +88,12 @@ impl Refusals for Arch {
         ),
     ];
 
+    /// objtool checks x86_64's noinstr code: it calls out of it only
+    /// between `instrumentation_begin()` and `_end()`. `schedule()`, which
+    /// `syscall_exit_to_user_mode()` calls, is probed as the kernel's
+    /// kprobes probe it.
+    const SCHED_TEXT_CALLEES_PROBEABLE: bool = true;
+
     /// Arch-specific text sections that must not be probed (none beyond the
     /// generic list on x86_64: `.entry.text` is already there).
     const BLACKLIST_SECTIONS: &'static [(
