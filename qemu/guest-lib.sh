@@ -967,6 +967,67 @@ run_events_schedule() {
 	check events-schedule-probed sh -c "grep -qE ' sch +[1-9]' $KP/kprobe_profile"
 	echo '-:kpsch/sch' >>$E
 }
+# The errno a refused write fails with, against the kernel's own file:
+# unknown symbols, numbers past their range (ERANGE), expressions too long
+# (E2BIG), instruction boundaries (EILSEQ), BTF lookups (ENOENT), and the
+# signs the kernel's kstrtol() takes in a dereference offset.
+run_events_errno_vs_kernel() {
+	if [ -z "$KERNEL_KE" ] || [ -e /sys/kernel/debug/kmemleak ]; then
+		echo "KP-CHECK: skip events-errno-as-kernel (no kernel kprobe events, or a debug kernel)"
+		return
+	fi
+	case $ARCH in x86_64) r=%di ;; *) r=%x0 ;; esac
+	n=0 diff=0
+	: >/tmp/errno-seen
+	cat >/tmp/errno-lines <<EOF2
+p:G/e nosuch_fn_kp
+p:G/e vfs_read a=+99999999999999999999($r)
+p:G/e vfs_read a=+0x1ffffffffffffffff($r)
+p:G/e vfs_read a=+0x1g($r)
+p:G/e vfs_read a=-9223372036854775808($r)
+p:G/e vfs_read a=-9223372036854775809($r)
+p:G/e vfs_read a=+-5($r)
+p:G/e vfs_read a=-+5($r)
+p:G/e vfs_read a=--5($r)
+p:G/e vfs_read a=\\99999999999999999999999
+p:G/e vfs_read a=\\-9223372036854775809
+p:G/e vfs_read a=\\0x1x
+p:G/e vfs_read a=@99999999999999999999999
+p:G/e vfs_read a=@0x1x
+p:G/e vfs_read a=+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0($r))))))))))))))))
+p:G/e vfs_read a=+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0($r)))))))))))))))
+p:G/e kernel_clone+1
+p:G/e vfs_read aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=$r
+p:G/e vfs_read a=@nosuch_sym_kp
+p:G/e vfs_read \$arg0
+r0:G/e vfs_read
+p:G/e vfs_read hoge
+p:G/e vfs_read a=\$stack99999999999999999999
+EOF2
+	while IFS= read -r l; do
+		n=$((n + 1))
+		lo=$(echo "$l" | sed 's|G/|kpeo/|')
+		lk=$(echo "$l" | sed 's|G/|kpek/|')
+		# The shell's own write, so that its error names the errno.
+		o=$( (echo "$lo" >>$E) 2>&1)
+		echo '-:kpeo/e' >>$E 2>/dev/null
+		k=$( (echo "$lk" >>$T/kprobe_events) 2>&1)
+		echo '-:kpek/e' >>$T/kprobe_events 2>/dev/null
+		o=${o##*: } k=${k##*: }
+		case $o in "") o=accepted ;; esac
+		case $k in "") k=accepted ;; esac
+		echo "$l: $o"
+		echo "$k" >>/tmp/errno-seen
+		if [ "$o" != "$k" ]; then
+			diff=$((diff + 1))
+			echo "--- errno differs: $l | ours: $o | kernel: $k"
+		fi
+	done </tmp/errno-lines
+	echo "--- errno: $n lines, $diff differ"
+	check events-errno-as-kernel [ "$n" -ge 20 -a "$diff" = 0 ]
+	# (Not all alike: the check sees the errnos it compares.)
+	check events-errno-seen sh -c "grep -q 'Numerical result out of range' /tmp/errno-seen && grep -q 'Argument list too long' /tmp/errno-seen"
+}
 # $argN on a return probe (saved at the entry): the same record as the
 # kernel's own return event with the same arguments, for the same call
 # made twice.

@@ -119,6 +119,7 @@ if ! grep -qw kp_kunit_only /proc/cmdline; then
 	run_events_agreement
 	run_events_btf_vs_kernel
 	run_events_schedule
+	run_events_errno_vs_kernel
 	run_events_types_vs_kernel
 	run_events_long_string_vs_kernel
 	run_events_retprobe_args_vs_kernel

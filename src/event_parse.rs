@@ -285,11 +285,11 @@ impl ErrKind {
     pub fn errno(self) -> i32 {
         use ErrKind::*;
         match self {
-            TooManyArgs | Args2Long => 7,                       // E2BIG
-            DiffProbeType | DiffArgType | SameProbe => 17,      // EEXIST
+            TooManyArgs | Args2Long | ArgTooLong => 7,     // E2BIG
+            DiffProbeType | DiffArgType | SameProbe => 17, // EEXIST
             NoBtfArg | NoBtfEntry | NoBtfField | NoRetval => 2, // ENOENT
-            NoSupDatArg => 95,                                  // EOPNOTSUPP
-            _ => 22,                                            // EINVAL
+            NoSupDatArg => 95,                             // EOPNOTSUPP
+            _ => 22,                                       // EINVAL
         }
     }
 }
@@ -631,6 +631,34 @@ fn parse_u64(s: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(digits, radix).ok()
+}
+
+/// The errno of a number that did not parse: the kernel's `-ERANGE` where
+/// `kstrtol()`/`kstrtoul()` read a number too big (every digit valid for
+/// its base), else `-EINVAL`.
+fn range_errno(s: &str) -> i32 {
+    // kstrtol(): a `-`, or else kstrtoull()'s `+`.
+    digits_errno(
+        s.strip_prefix('-')
+            .or_else(|| s.strip_prefix('+'))
+            .unwrap_or(s),
+    )
+}
+
+/// [`range_errno`] of a number without its sign.
+fn digits_errno(d: &str) -> i32 {
+    let (digits, radix) = if let Some(h) = d.strip_prefix("0x").or_else(|| d.strip_prefix("0X")) {
+        (h, 16)
+    } else if d.len() > 1 && d.starts_with('0') {
+        (from(d, 1), 8)
+    } else {
+        (d, 10)
+    };
+    if !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix)) {
+        34 // ERANGE
+    } else {
+        22
+    }
 }
 
 /// `kstrtol(s, 0)` with an explicit sign allowed.
@@ -2165,7 +2193,7 @@ fn parse_expr<'a>(
                             pos,
                         )
                     }
-                    None => err(ErrKind::BadMemAddr, pos),
+                    None => err_no(ErrKind::BadMemAddr, pos, range_errno(a)),
                 }
             } else if a.starts_with('+') {
                 err(ErrKind::FileOnKprobe, pos)
@@ -2208,7 +2236,7 @@ fn parse_expr<'a>(
                 .or_else(|| parse_u64(from(e, 1)))
             {
                 Some(v) => push(ops, nops, Op::Imm(v), pos),
-                None => err(ErrKind::BadImm, past(pos, 0)),
+                None => err_no(ErrKind::BadImm, past(pos, 0), range_errno(from(e, 1))),
             }
         }
         b'+' | b'-' => {
@@ -2220,11 +2248,22 @@ fn parse_expr<'a>(
             if user {
                 off = from(off, 1);
             }
-            let Some(v) = parse_u64(off).and_then(|v| i64::try_from(v).ok()) else {
-                return err(ErrKind::BadDerefOffs, pos);
+            // The kernel's kstrtol() of the offset with its sign (after
+            // `+`, a sign of its own is taken; after `-`, none).
+            let offset = if sign == "-" {
+                parse_u64(off).and_then(|v| 0i64.checked_sub_unsigned(v))
+            } else {
+                parse_i64(off)
             };
-            // `v` is at most i64::MAX, so its negation cannot overflow.
-            let offset = if sign == "-" { v.wrapping_neg() } else { v };
+            let Some(offset) = offset else {
+                // (The kernel reads `-` with the number, `+` without.)
+                let errno = if sign == "-" {
+                    digits_errno(off)
+                } else {
+                    range_errno(off)
+                };
+                return err_no(ErrKind::BadDerefOffs, pos, errno);
+            };
             // Where the kernel's parse_probe_arg() reports what follows:
             // past the '(' (at it for `+u`, its offset arithmetic).
             let kpos = add(pos, past(0, open)).saturating_sub(usize::from(user));

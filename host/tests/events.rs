@@ -988,3 +988,47 @@ fn is_space_is_the_kernels() {
         assert_eq!(is_space(c), kernel(c), "byte {:#04x}", c);
     }
 }
+
+#[test]
+fn errnos_are_the_kernels() {
+    // (The guest compares these with the kernel's own write errors:
+    // events-errno-as-kernel.)
+    let e = |line: &str| match parse_line(line, X86_64_REGS) {
+        Err(e) => (e.kind, e.errno),
+        Ok(c) => panic!("{line}: {c:?}"),
+    };
+    use ErrKind::*;
+    assert_eq!(
+        e("p vfs_read a=+99999999999999999999(%di)"),
+        (BadDerefOffs, 34)
+    );
+    assert_eq!(
+        e("p vfs_read a=+0x1ffffffffffffffff(%di)"),
+        (BadDerefOffs, 34)
+    );
+    assert_eq!(e("p vfs_read a=+0x1g(%di)"), (BadDerefOffs, 22));
+    assert_eq!(
+        e("p vfs_read a=-9223372036854775809(%di)"),
+        (BadDerefOffs, 34)
+    );
+    assert_eq!(e("p vfs_read a=--5(%di)"), (BadDerefOffs, 22));
+    assert_eq!(e("p vfs_read a=\\99999999999999999999999"), (BadImm, 34));
+    assert_eq!(e("p vfs_read a=\\0x1x"), (BadImm, 22));
+    assert_eq!(e("p vfs_read a=@99999999999999999999999"), (BadMemAddr, 34));
+    assert_eq!(
+        e(&format!(
+            "p vfs_read a={}%di{}",
+            "+0(".repeat(16),
+            ")".repeat(16)
+        )),
+        (ArgTooLong, 7)
+    );
+    // The signs kstrtol() takes: its own after `+`, none after `-`.
+    assert_eq!(e("p vfs_read a=-+5(%di)"), (BadDerefOffs, 22));
+    let off = |line: &str| match args(&probe(line))[0].program()[1] {
+        Op::Deref { offset, .. } => offset,
+        other => panic!("{line}: {other:?}"),
+    };
+    assert_eq!(off("p vfs_read a=-9223372036854775808(%di)"), i64::MIN);
+    assert_eq!(off("p vfs_read a=+-5(%di)"), -5);
+}

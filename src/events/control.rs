@@ -313,7 +313,18 @@ pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refu
         );
         return Err((ErrKind::FailRegProbe, d.location_pos, EINVAL));
     }
-    symbols_refused(d)
+    symbols_refused(d)?;
+    // A misaligned address (arm64): the kernel's arch_prepare_kprobe()
+    // refuses it with -EINVAL (the engine's API says -EILSEQ, and an
+    // ftrace site's neighbourhood -EBUSY).
+    // (An address in no symbol is left to registration, which finds it
+    // nowhere, as the kernel's does first.)
+    let misaligned =
+        |a: usize| !crate::arch::insn_aligned(a) && crate::symbols::bounds(a).is_some();
+    if requested_address(d).is_some_and(misaligned) {
+        return Err((ErrKind::FailRegProbe, d.location_pos, EINVAL));
+    }
+    Ok(())
 }
 
 /// A new event with its first site.
