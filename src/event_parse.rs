@@ -1759,7 +1759,7 @@ fn parse_arg<'a>(tok: &'a str, pos: usize, ctx: &ArgCtx<'a>) -> Res<FetchArg<'a>
             }
             Some(_) => {}
             None => {
-                let t = value_type(b.btf, lt, &mut last);
+                let t = value_type(lt, &mut last);
                 // The kernel's bitfield step takes one more operation
                 // after the store (the last read's place).
                 if matches!(t, Type::Bitfield { .. }) && usize::from(nops) >= MAX_OPS {
@@ -1860,7 +1860,7 @@ fn is_uchar(t: Option<btf::Type<'_>>) -> bool {
 /// The type a BTF value is shown as without one given (the kernel's
 /// `fetch_type_from_btf_type()`, its default `x64` for what it does not
 /// know), with the bits a bitfield keeps (its `parse_btf_bitfield()`).
-fn value_type(b: &Btf<'_>, t: btf::Type<'_>, last: &mut Last<'_>) -> Type {
+fn value_type(t: btf::Type<'_>, last: &mut Last<'_>) -> Type {
     let size = |bits: u32| match bits {
         8 => Some(1u8),
         16 => Some(2),
@@ -1868,7 +1868,6 @@ fn value_type(b: &Btf<'_>, t: btf::Type<'_>, last: &mut Last<'_>) -> Type {
         64 => Some(8),
         _ => None,
     };
-    let _ = b;
     let ty = match t.kind() {
         btf::kind::ENUM => Type::Signed(4),
         btf::kind::ENUM64 => Type::Signed(8),
