@@ -618,15 +618,21 @@ fn is_ident(s: &str) -> bool {
         && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
 }
 
-/// `kstrtoul(s, 0)`: decimal, `0x` hex or leading-`0` octal.
-fn parse_u64(s: &str) -> Option<u64> {
-    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+/// The digits of an unsigned number and their base, as `kstrtoul(s, 0)`
+/// reads them: `0x` hex, leading-`0` octal, else decimal.
+fn radix_of(s: &str) -> (&str, u32) {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         (h, 16)
     } else if s.len() > 1 && s.starts_with('0') {
         (from(s, 1), 8)
     } else {
         (s, 10)
-    };
+    }
+}
+
+/// `kstrtoul(s, 0)`: decimal, `0x` hex or leading-`0` octal.
+fn parse_u64(s: &str) -> Option<u64> {
+    let (digits, radix) = radix_of(s);
     if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
         return None;
     }
@@ -647,13 +653,7 @@ fn range_errno(s: &str) -> i32 {
 
 /// [`range_errno`] of a number without its sign.
 fn digits_errno(d: &str) -> i32 {
-    let (digits, radix) = if let Some(h) = d.strip_prefix("0x").or_else(|| d.strip_prefix("0X")) {
-        (h, 16)
-    } else if d.len() > 1 && d.starts_with('0') {
-        (from(d, 1), 8)
-    } else {
-        (d, 10)
-    };
+    let (digits, radix) = radix_of(d);
     if !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix)) {
         34 // ERANGE
     } else {
@@ -756,6 +756,51 @@ fn parse_names(s: &str, pos: usize) -> Res<(Option<&str>, Option<&str>)> {
     Ok((group, Some(event)))
 }
 
+/// The unnamed `$arg...` arguments of a line, as the kernel's
+/// `argv_has_var_arg()` finds them.
+struct VarArgs {
+    /// Where `$arg*` is.
+    star: Option<usize>,
+    /// Where the last `$arg` word is (the kernel's log index stays there:
+    /// its caret if BTF is missing for `$arg*`).
+    last: usize,
+}
+
+/// The kernel's `argv_has_var_arg()` over the argument words `args`:
+/// `$arg` words only at a function entry or return, each a number or `*`,
+/// `*` once. None: there are none.
+fn var_args<'s>(
+    args: impl Iterator<Item = (usize, &'s str)>,
+    at_entry: bool,
+    is_return: bool,
+) -> Res<Option<VarArgs>> {
+    let mut found = None;
+    for (pos, tok) in args {
+        let Some(rest) = tok.strip_prefix("$arg") else {
+            continue;
+        };
+        if !at_entry && !is_return {
+            return err(ErrKind::NoFentryArgs, pos);
+        }
+        let star = found.as_ref().and_then(|v: &VarArgs| v.star);
+        if !rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+            if !rest.starts_with('*') {
+                return err(ErrKind::BadVar, pos);
+            }
+            if star.is_some() {
+                return err(ErrKind::DoubleArgs, pos);
+            }
+            found = Some(VarArgs {
+                star: Some(pos),
+                last: pos,
+            });
+            continue;
+        }
+        found = Some(VarArgs { star, last: pos });
+    }
+    Ok(found)
+}
+
 /// The kernel's buffer for the names `$arg*` and `$argN` expand to, each
 /// with a NUL (`MAX_BTF_ARGS_LEN`).
 pub const MAX_BTF_ARGS_LEN: usize = 128;
@@ -779,37 +824,13 @@ enum Meta<'o> {
 fn expand_meta_args<'o>(d: &ProbeDef<'_>, line: &str, out: &'o mut [u8]) -> Res<Meta<'o>> {
     use fmt::Write as _;
     let args = || tokens(line, 0).skip(2);
-    // (The kernel's return flag: only for a probe on a symbol.)
-    let is_return = d.is_return && matches!(d.location, Location::Symbol { .. });
-    let (mut found, mut star, mut last_var) = (false, None, 0);
-    for (pos, tok) in args() {
-        let Some(rest) = tok.strip_prefix("$arg") else {
-            continue;
-        };
-        if !d.entry && !is_return {
-            return err(ErrKind::NoFentryArgs, pos);
-        }
-        found = true;
-        // Where the kernel's log index stays (its caret if BTF is
-        // missing for `$arg*`): the last `$arg` word.
-        last_var = pos;
-        if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-            continue;
-        }
-        if !rest.starts_with('*') {
-            return err(ErrKind::BadVar, pos);
-        }
-        if star.is_some() {
-            return err(ErrKind::DoubleArgs, pos);
-        }
-        star = Some(pos);
-    }
-    if !found {
+    let ctx = d.arg_ctx();
+    let Some(VarArgs { star, last }) = var_args(args(), ctx.at_entry, ctx.is_return)? else {
         return Ok(Meta::Keep);
-    }
+    };
     let Some((b, p)) = d.btf.and_then(|b| Some((b, b.params()?))) else {
         return Ok(match star {
-            Some(_) => Meta::NoSup(last_var),
+            Some(_) => Meta::NoSup(last),
             None => Meta::Keep,
         });
     };
@@ -1043,9 +1064,16 @@ where
             };
         }
     };
+    // Nothing expanded: the head parsed is the line's (its symbol and
+    // BTF lookups are not made again).
+    let result = if core::ptr::eq(text, line) {
+        def.validate_args().map(|()| Command::Probe(def))
+    } else {
+        parse_inner(text, regs, max_stack, btf, check, false)
+    };
     let mut p = Parsed {
         note,
-        result: parse_inner(text, regs, max_stack, btf, check, false),
+        result,
         log_line: if meta { line } else { text },
         parsed: text,
         meta,
@@ -1450,25 +1478,11 @@ impl<'a> ProbeDef<'a> {
         // expanded it where the function has BTF; elsewhere the kernel
         // logs that BTF is missing and goes on, and the argument is then
         // an invalid variable).
-        let mut star = None;
-        for (pos, tok) in tokens(self.args_text, self.args_pos) {
-            let Some(rest) = tok.strip_prefix("$arg") else {
-                continue;
-            };
-            if !ctx.at_entry && !ctx.is_return {
-                return err(ErrKind::NoFentryArgs, pos);
-            }
-            if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-                continue;
-            }
-            if !rest.starts_with('*') {
-                return err(ErrKind::BadVar, pos);
-            }
-            if star.is_some() {
-                return err(ErrKind::DoubleArgs, pos);
-            }
-            star = Some(pos);
-        }
+        var_args(
+            tokens(self.args_text, self.args_pos),
+            ctx.at_entry,
+            ctx.is_return,
+        )?;
         let btf = self.btf.is_some();
         for (i, (pos, tok)) in tokens(self.args_text, self.args_pos).enumerate() {
             // As the kernel's traceprobe_parse_probe_arg(): the name, then

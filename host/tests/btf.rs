@@ -8,7 +8,7 @@
 
 use kprobes_logic::btf::{kind, Btf};
 use kprobes_logic::event_parse::{
-    full_buf_len, parse_full, retprobe_at_entry, Command, ErrKind, FetchArg, Op, Type,
+    full_buf_len, parse_full, retprobe_at_entry, Command, ErrKind, FetchArg, Op, Parsed, Type,
     PARAM_MAX_STACK,
 };
 use kprobes_logic::X86_64_REGS;
@@ -29,12 +29,13 @@ type Outcome = (
     Result<String, (ErrKind, usize, i32)>,
 );
 
-/// What the line gives with the fixture's BTF (`with_btf`) or none.
-fn run(line: &str, with_btf: bool) -> Outcome {
+/// Calls `f` with what `parse_full` makes of `line` with the fixture's BTF
+/// (`with_btf`) or none.
+fn parsed<R>(line: &str, with_btf: bool, f: impl FnOnce(Parsed<'_>) -> R) -> R {
     let idx = index(FIXTURE);
     let b = Btf::new(FIXTURE, &idx).unwrap();
     let mut buf = vec![0u8; full_buf_len(line.len())];
-    let p = parse_full(
+    f(parse_full(
         line,
         X86_64_REGS,
         PARAM_MAX_STACK,
@@ -42,37 +43,31 @@ fn run(line: &str, with_btf: bool) -> Outcome {
         (0x28, 0x18),
         &mut retprobe_at_entry,
         &mut buf,
-    );
-    let note = p.note.map(|n| (n.kind, n.pos));
-    let r = match p.result {
-        Ok(Command::Probe(d)) => Ok(d.to_string()),
-        Ok(other) => panic!("{line}: {other:?}"),
-        Err(e) => Err((e.kind, e.pos, e.errno)),
-    };
-    (note, r)
+    ))
+}
+
+/// What the line gives with the fixture's BTF (`with_btf`) or none.
+fn run(line: &str, with_btf: bool) -> Outcome {
+    parsed(line, with_btf, |p| {
+        let note = p.note.map(|n| (n.kind, n.pos));
+        let r = match p.result {
+            Ok(Command::Probe(d)) => Ok(d.to_string()),
+            Ok(other) => panic!("{line}: {other:?}"),
+            Err(e) => Err((e.kind, e.pos, e.errno)),
+        };
+        (note, r)
+    })
 }
 
 /// The arguments of an accepted line (with the fixture's BTF).
 fn args_of(line: &str, f: impl FnOnce(&[FetchArg<'_>])) {
-    let idx = index(FIXTURE);
-    let b = Btf::new(FIXTURE, &idx).unwrap();
-    let mut buf = vec![0u8; full_buf_len(line.len())];
-    let p = parse_full(
-        line,
-        X86_64_REGS,
-        PARAM_MAX_STACK,
-        Some(&b),
-        (0x28, 0x18),
-        &mut retprobe_at_entry,
-        &mut buf,
-    );
-    match p.result {
+    parsed(line, true, |p| match p.result {
         Ok(Command::Probe(d)) => {
             let a: Vec<_> = d.args().map(|a| a.expect("validated")).collect();
             f(&a)
         }
         other => panic!("{line}: {other:?}"),
-    }
+    })
 }
 
 #[test]
