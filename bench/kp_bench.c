@@ -5,8 +5,8 @@
  * A C client of the engine (through include/kp_kprobes.h) that also uses the
  * kernel's kprobes API on the same targets; the engine itself never calls
  * the kernel's kprobes. Per-hit cost = (time with probe - time without) /
- * calls, KP_BENCH_CALLS calls per measurement, KP_BENCH_REPS repetitions
- * interleaved between the two engines; median, min and max are printed as
+ * calls, KP_BENCH_CALLS calls per measurement, `reps` repetitions (5 by
+ * default, up to KP_BENCH_MAX_REPS) interleaved between the two engines; median, min and max are printed as
  * "KP-BENCH <row> ours <med> <min> <max> kernel <med> <min> <max>" (ns).
  * The guest job turns both engines' jump optimization off first, so that
  * both sides use their breakpoint path, then on again for one more load
@@ -30,7 +30,7 @@
 #include "../include/kp_kprobes.h"
 
 #define KP_BENCH_CALLS 1000000
-#define KP_BENCH_REPS 5
+#define KP_BENCH_MAX_REPS 31
 #define KP_BENCH_NPROBES 1000
 
 /* Offset of a mid-function instruction past the ftrace patchable entry. */
@@ -61,6 +61,10 @@ module_param_string(rows, rows, sizeof(rows), 0444);
  * only then. */
 static bool opt;
 module_param(opt, bool, 0444);
+
+/* Repetitions per row (the guest job's kp_bench_reps=N). */
+static int reps = 5;
+module_param(reps, int, 0444);
 
 static bool want(const char *name)
 {
@@ -299,11 +303,11 @@ static int cmp_s64(const void *a, const void *b)
 /* Values in picoseconds; printed in ns as median, min, max. */
 static void report(const char *name, s64 *ours, s64 *kern)
 {
-	sort(ours, KP_BENCH_REPS, sizeof(s64), cmp_s64, NULL);
-	sort(kern, KP_BENCH_REPS, sizeof(s64), cmp_s64, NULL);
+	sort(ours, reps, sizeof(s64), cmp_s64, NULL);
+	sort(kern, reps, sizeof(s64), cmp_s64, NULL);
 	pr_info("KP-BENCH %s ours %lld %lld %lld kernel %lld %lld %lld\n", name,
-		ours[KP_BENCH_REPS / 2] / 1000, ours[0] / 1000, ours[KP_BENCH_REPS - 1] / 1000,
-		kern[KP_BENCH_REPS / 2] / 1000, kern[0] / 1000, kern[KP_BENCH_REPS - 1] / 1000);
+		ours[reps / 2] / 1000, ours[0] / 1000, ours[reps - 1] / 1000,
+		kern[reps / 2] / 1000, kern[0] / 1000, kern[reps - 1] / 1000);
 }
 
 static int bench_hits(void)
@@ -312,13 +316,13 @@ static int bench_hits(void)
 	static struct kp_kprobe kkp;
 	static struct kretprobe rp;
 	static struct kp_kretprobe krp;
-	s64 res[2][KP_BENCH_REPS], unprobed = 0;
+	s64 res[2][KP_BENCH_MAX_REPS], unprobed = 0;
 	int row, rep, side, ret;
 
 	for (row = 0; row < NROWS; row++) {
 		if (!want(row_names[row]) || (row == ROW_KPROBE_OPT && !opt))
 			continue;
-		for (rep = 0; rep < KP_BENCH_REPS; rep++) {
+		for (rep = 0; rep < reps; rep++) {
 			for (side = 0; side < 2; side++) {
 				u64 base = run_calls(), probed;
 
@@ -338,7 +342,7 @@ static int bench_hits(void)
 		/* A probe that did not fire costs nothing; any hit costs more
 		 * than a few unprobed calls. */
 		for (side = 0; side < 2; side++) {
-			if (res[side][KP_BENCH_REPS / 2] < 3 * unprobed) {
+			if (res[side][reps / 2] < 3 * unprobed) {
 				pr_err("KP-BENCH %s: the %s probe did not fire\n",
 				       row_names[row], side == OURS ? "engine's" : "kernel's");
 				return -EIO;
@@ -410,11 +414,11 @@ static int bench_all_cpus(void)
 {
 	static struct kprobe kp;
 	static struct kp_kprobe kkp;
-	s64 res[2][KP_BENCH_REPS];
+	s64 res[2][KP_BENCH_MAX_REPS];
 	int rep, side, ret;
 	char name[48];
 
-	for (rep = 0; rep < KP_BENCH_REPS; rep++) {
+	for (rep = 0; rep < reps; rep++) {
 		for (side = 0; side < 2; side++) {
 			s64 base = run_all_cpus(), probed;
 
@@ -447,7 +451,7 @@ static int bench_register(void)
 	struct kp_kprobe *kkps;
 	struct kprobe **kpp;
 	struct kp_kprobe **kkpp;
-	s64 res[2][KP_BENCH_REPS];
+	s64 res[2][KP_BENCH_MAX_REPS];
 	int i, rep, ret = -ENOMEM;
 
 	kps = kcalloc(KP_BENCH_NPROBES, sizeof(*kps), GFP_KERNEL);
@@ -456,7 +460,7 @@ static int bench_register(void)
 	kkpp = kcalloc(KP_BENCH_NPROBES, sizeof(*kkpp), GFP_KERNEL);
 	if (!kps || !kkps || !kpp || !kkpp)
 		goto out;
-	for (rep = 0; rep < KP_BENCH_REPS; rep++) {
+	for (rep = 0; rep < reps; rep++) {
 		u64 t0;
 
 		for (i = 0; i < KP_BENCH_NPROBES; i++) {
@@ -616,8 +620,12 @@ static int __init kp_bench_init(void)
 {
 	int ret;
 
+	if (reps < 1 || reps > KP_BENCH_MAX_REPS) {
+		pr_err("KP-BENCH reps=%d: 1 to %d\n", reps, KP_BENCH_MAX_REPS);
+		return -EINVAL;
+	}
 	pr_info("KP-BENCH start: %d calls x %d reps, mid offset %d\n",
-		KP_BENCH_CALLS, KP_BENCH_REPS, MID_OFFSET);
+		KP_BENCH_CALLS, reps, MID_OFFSET);
 	/* For the memory row: a registered probe also costs its client's
 	 * struct (the kernel keeps its per-probe state in it). */
 	pr_info("KP-BENCH-SIZES ours %zu kernel %zu\n",

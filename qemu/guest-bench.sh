@@ -6,11 +6,25 @@ echo 0 >/proc/sys/debug/kprobes-optimization
 check bench-engine-insmod insmod $M/kprobes.ko
 echo 0 >/sys/kernel/debug/kp/optimize
 # KP_CMDLINE=kp_bench_rows=kprobe-entry,kretprobe make bench: only those rows.
-rows=all
+# kp_bench_syms=1 (scripts/bench-profile.sh): the modules' symbols and the
+# kernel's _stext on the console, to name the profile's guest addresses.
+# kp_bench_reps=N: N interleaved runs per row (5 by default, at most 31).
+rows=all syms= reps=5
 for w in $(cat /proc/cmdline); do
-	case $w in kp_bench_rows=*) rows=${w#kp_bench_rows=} ;; esac
+	case $w in
+	kp_bench_rows=*) rows=${w#kp_bench_rows=} ;;
+	kp_bench_reps=*) reps=${w#kp_bench_reps=} ;;
+	kp_bench_syms=1) syms=1 ;;
+	esac
 done
-check bench-run insmod $M/kp_bench.ko rows=$rows
+# The symbols of the modules loaded now (the benchmark's too, while it is).
+bench_syms() {
+	[ -n "$syms" ] || return 0
+	grep -w _stext /proc/kallsyms | sed 's/^/KP-BENCH-SYM /'
+	grep -E '\[(kprobes|kp_bench)\]' /proc/kallsyms | sed 's/^/KP-BENCH-SYM /'
+}
+check bench-run insmod $M/kp_bench.ko rows=$rows reps=$reps
+bench_syms
 rmmod kp_bench
 
 # Row 8, memory: the bytes each engine allocates (and keeps) while the
@@ -99,7 +113,8 @@ case ,$rows, in
 	# (arm64: the kernel has no optprobes; its side is its BRK probe.)
 	[ -e /proc/sys/debug/kprobes-optimization ] && echo 1 >/proc/sys/debug/kprobes-optimization
 	echo 1 >/sys/kernel/debug/kp/optimize
-	check bench-run-opt insmod $M/kp_bench.ko rows=kprobe-mid-opt opt=1
+	check bench-run-opt insmod $M/kp_bench.ko rows=kprobe-mid-opt opt=1 reps=$reps
+	bench_syms
 	rmmod kp_bench
 	;;
 esac

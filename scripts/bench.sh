@@ -16,11 +16,12 @@ if ! grep -qaE "KP-CHECK: ok bench-run\s*$" "$log" || grep -qa "KP-CHECK: FAIL" 
 fi
 out="$here/bench/results-$arch.md"
 cpus=$(grep -a "^KP-GUEST: " "$log" | head -n1 | tr -d "\r" | sed 's/.*, \([0-9]*\) CPUs/\1/')
+reps=$(grep -a "KP-BENCH start:" "$log" | head -n1 | tr -d "\r" | sed 's/.* x \([0-9]*\) reps.*/\1/')
 {
 	echo "# kprobes-rs vs the kernel's kprobes ($arch)"
 	echo
 	echo "Kernel $KVER, QEMU ${QEMU_ACCEL:-tcg}, $cpus CPUs; $(date -u +%Y-%m-%d)."
-	echo "Per hit: (time with probe - time without) / 10^6 calls; 5 runs interleaved"
+	echo "Per hit: (time with probe - time without) / 10^6 calls; $reps runs interleaved"
 	echo "between the engines; median (min-max), ns. Both engines' jump optimization is"
 	echo "off except in kprobe-mid-opt (row 3), where each side's probe is measured"
 	echo "once it reports itself optimized (arm64: the kernel has no optprobes, its"

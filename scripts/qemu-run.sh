@@ -67,6 +67,9 @@ chmod +x "$root/init"
 accel=(-accel tcg)
 [ "${QEMU_ACCEL:-tcg}" = kvm ] && accel=(-accel kvm)
 common=(-smp 2 -m 1024 -nographic -no-reboot -initrd "$out/initramfs.cpio.gz" "${accel[@]}")
+# KP_QEMU_ARGS="...": more QEMU options (profiling: "-perfmap" for host perf).
+# shellcheck disable=SC2206
+[ -n "${KP_QEMU_ARGS:-}" ] && common+=(${KP_QEMU_ARGS})
 # KP_QEMU_MONITOR=path: an HMP monitor on that unix socket (debugging a hung guest:
 # "info registers -a").
 [ -n "${KP_QEMU_MONITOR:-}" ] && common+=(-monitor "unix:$KP_QEMU_MONITOR,server,nowait")

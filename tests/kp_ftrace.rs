@@ -163,9 +163,8 @@ fn entry_trace_caller() -> u32 {
 
 /// A stack trace taken in a pre handler at a function's entry goes through
 /// the probed function to its caller: on x86_64 from the ftrace direct
-/// trampoline (its interrupt-style frame at the site; decisive on the ORC
-/// kernels, where the word the site's call pushed is not a return address),
-/// on arm64 through `ftrace_caller`, which makes a frame record for the
+/// trampoline (the site's call's return address; decisive on the ORC
+/// kernels), on arm64 through `ftrace_caller`, which makes a frame record for the
 /// site's caller (a BRK's exception frame would not: the function has no
 /// frame record yet at its entry, and the link register is no frame).
 fn ftrace_entry_stack_trace(t: &mut Test) {

@@ -570,6 +570,13 @@ fn opt_stack_traces(t: &mut Test) {
         TRACE_PRE.clear();
         kp_expect_eq!(t, mix(3, 4), mix_model(3, 4));
         check(t, "in a detour's pre handler", &TRACE_PRE);
+        // Through the probed function itself, not around it.
+        let (words, n) = TRACE_PRE.get();
+        kp_expect!(
+            t,
+            crate::util::trace_has(words.get(..n).unwrap_or(&[]), "kp_opt_mix"),
+            "in a detour's pre handler: the probed function is not in the trace"
+        );
     }
     let Ok(b) = kp::Kprobe::register(Target::Address(at), Tracer) else {
         kp_expect!(t, false, "register");

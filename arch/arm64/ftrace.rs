@@ -10,7 +10,7 @@ use super::*;
 // last ftrace callback left it. (Reached by ftrace_caller's `ret x9`: a RET
 // is not a BTI branch, no landing pad needed.)
 core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".pushsection .text.kp_tramp, \"ax\", %progbits",
     ".globl kp_arm64_return_stub",
     ".type kp_arm64_return_stub, %function",
     ".balign 4",

@@ -24,7 +24,7 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".pushsection .text.kp_tramp, \"ax\", %progbits",
     ".globl kp_arm64_kret_trampoline",
     ".type kp_arm64_kret_trampoline, %function",
     ".balign 16",
@@ -63,7 +63,7 @@ core::arch::global_asm!(
 // then follows x3 (the real caller's frame). Its own x29/x30 are kept
 // above the record and restored.
 core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".pushsection .text.kp_tramp, \"ax\", %progbits",
     ".globl kp_arm64_kret_call",
     ".type kp_arm64_kret_call, %function",
     ".balign 8",

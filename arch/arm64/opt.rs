@@ -55,7 +55,7 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 core::arch::global_asm!(
-    ".pushsection .text.kp_kret, \"ax\", %progbits",
+    ".pushsection .text.kp_tramp, \"ax\", %progbits",
     ".globl kp_arm64_opt_common",
     ".type kp_arm64_opt_common, %function",
     ".balign 16",

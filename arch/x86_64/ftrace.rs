@@ -9,24 +9,22 @@
 //! ```text
 //! entry:  [rsp] = site + 5 (the call's return), [rsp + 8] = the caller's
 //!         return address
-//!   pushq (%rsp)        [rsp] = site + 5: where the trampoline returns
-//!   subq $5, 8(%rsp)    [rsp + 8] = site: the probed address
 //!   (pt_regs, as the jump-optimization detour builds it; interrupts off)
-//!   (an interrupt-style frame: ip = site, sp = the probed code's, for
-//!   unwinders while the handlers run; dropped after the call)
 //!   call kp_x86_ftrace_hit
 //!   (registers back from pt_regs)
-//!   ret $8              to the function past the site, or where a pre
-//!                       handler redirected; drops the probed-address word
+//!   ret                 to the function past the site, or where a pre
+//!                       handler redirected (the word is rewritten)
 //! ```
 //!
-//! The `subq` changes the flags at a function entry, where no code relies
-//! on them (a call clobbers them). The handlers see the kernel's
-//! kprobes-on-ftrace view (`Core::on_ftrace`): the instruction pointer
-//! one past the site and the stack pointer at the site (the caller's return
-//! address on top). When another ftrace user traces the function as well,
-//! `ftrace_regs_caller` runs its callbacks and jumps here with the same
-//! stack.
+//! The word the site's call pushed stays a return address into the probed
+//! function, so that an unwinder in a handler (ORC on production kernels)
+//! walks through the trampoline, which has unwind hints, to the probed
+//! function and its caller, as through the kernel's `ftrace_regs_caller`.
+//! The handlers see the kernel's kprobes-on-ftrace view
+//! (`Core::on_ftrace`): the instruction pointer one past the site and the
+//! stack pointer at the site (the caller's return address on top). When
+//! another ftrace user traces the function as well, `ftrace_regs_caller`
+//! runs its callbacks and jumps here with the same stack.
 
 use super::*;
 use crate::arch::Core;
@@ -37,12 +35,14 @@ use kernel::bindings;
 ///
 /// # Safety
 ///
-/// `regs` is the trampoline's `pt_regs`, with the resume address and the
-/// probed address in the two words above it; interrupts are off.
+/// `regs` is the trampoline's `pt_regs`, with the site's return address
+/// above it; interrupts are off.
 #[no_mangle]
+// In the trampolines' page (`trampolines.S`): their call is a direct jump.
+#[link_section = ".text.kp_tramp"]
 unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
     // SAFETY: per the function's contract.
-    let (regs, f) = unsafe { super::tramp_enter(regs) };
+    let (regs, f) = unsafe { super::tramp_enter(regs, super::Entry::FtraceSite) };
     // As ftrace's saved registers show the site: the stack pointer there,
     // the instruction pointer past it.
     regs.sp = f.sp;
@@ -59,9 +59,6 @@ unsafe extern "C" fn kp_x86_ftrace_hit(regs: *mut bindings::pt_regs) {
 extern "C" {
     fn kp_x86_return_stub();
 }
-
-/// Bytes of an ftrace call site (`call __fentry__` / its NOP).
-pub(super) const FTRACE_SITE_LEN: usize = 5;
 
 /// Where the pre handler sees the instruction pointer on the ftrace path,
 /// relative to the site: one past it, as after an int3.

@@ -40,6 +40,8 @@ const PT_REGS_SIZE: usize = core::mem::size_of::<bindings::pt_regs>();
 /// `regs` is the trampoline's `pt_regs`, with the stub's index in the word
 /// above it; interrupts are off.
 #[no_mangle]
+// In the trampolines' page (`trampolines.S`): their call is a direct jump.
+#[link_section = ".text.kp_tramp"]
 pub(crate) unsafe extern "C" fn kp_x86_kret_return(regs: *mut bindings::pt_regs) {
     let slot = (regs as usize + PT_REGS_SIZE) as *mut usize;
     // SAFETY: per the function's contract.

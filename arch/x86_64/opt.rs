@@ -6,7 +6,7 @@
 //! ```text
 //! probed text:  addr:  e9 <rel32>  (covers the instructions of [addr, addr + span))
 //! detour (one slot):
-//!   +0   push $addr                   68 imm32 (text addresses sign-extend)
+//!   +0   push $(addr + 1)             68 imm32 (text addresses sign-extend)
 //!   +5   call kp_x86_opt_common       e8 rel32
 //!   +10  the covered instructions, relocated (RIP-relative operands re-aimed)
 //!   +10+span  jmp addr + span         e9 rel32
@@ -18,7 +18,10 @@
 //! the core (`Core::on_jump`) and picks where to
 //! resume: the relocated instructions (the word the `call` pushed), or where
 //! a handler redirected execution. The trampoline restores every register
-//! and the flags and returns there, dropping the pushed address (`ret $8`).
+//! and the flags and returns there, dropping the pushed word. That word,
+//! `addr + 1`, is a return address into the probed instruction for
+//! unwinders (`trampolines.S`): a stack trace in a handler walks through the
+//! probed function to its caller.
 //!
 //! Safety conditions, checked by [`prepare`] on the whole function (as the
 //! kernel's `can_optimize()`, plus exception-table landing pads and jump
@@ -165,15 +168,17 @@ static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// # Safety
 ///
 /// `regs` is the trampoline's `pt_regs`, with the resume address and the
-/// probed address in the two words above it; interrupts are off.
+/// probed address + 1 in the two words above it; interrupts are off.
 #[no_mangle]
+// In the trampolines' page (`trampolines.S`): their call is a direct jump.
+#[link_section = ".text.kp_tramp"]
 unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
     // SAFETY: per the function's contract.
-    let (regs, f) = unsafe { super::tramp_enter(regs) };
+    let (regs, f) = unsafe { super::tramp_enter(regs, super::Entry::PushAddrPlusOne) };
     // The view at the probed instruction: its stack pointer, and `ip` one
     // past it, as after the breakpoint.
     regs.sp = f.sp;
-    regs.ip = f.addr + 1;
+    regs.ip = f.addr.wrapping_add(1);
     let to = if Engine::on_jump(f.addr, regs, || ()) {
         // Redirected. As on the ftrace path only the stack pointer the code
         // had can be resumed with, or a return to the caller (through a
@@ -274,8 +279,11 @@ pub(crate) fn prepare(
         }
         pc += insn.len as usize;
     }
-    // Text addresses sign-extend from 32 bits (push imm32).
-    let imm = i32::try_from(addr as i64).map_err(|_| ("address out of push range", true))?;
+    // The detour pushes `addr + 1`, a return address into the probed
+    // instruction for unwinders (`trampolines.S`); text addresses
+    // sign-extend from 32 bits (push imm32).
+    let imm = i32::try_from(addr.wrapping_add(1) as i64)
+        .map_err(|_| ("address out of push range", true))?;
     let detour = slots::alloc_spare().ok_or(("no spare slot", false))?;
     let mut code = [INT3; SLOT_SIZE];
     let built = (|| -> Result {

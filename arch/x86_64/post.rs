@@ -27,8 +27,9 @@
 //! state after the instruction) and calls [`kp_x86_post_hit`], which
 //! finishes the step through the core (`Core::on_step_jump`: the post
 //! handlers, the interrupt flag the breakpoint saved) and picks where to
-//! resume: the jump back (the word the `call` pushed), or where a post
-//! handler redirected execution. One trap per hit instead of two. A fault
+//! resume: the next instruction (straight there: the slot's jump back is
+//! left for nothing but a stray return), or where a post handler
+//! redirected execution. One trap per hit instead of two. A fault
 //! in the copy is handled as for the int3-ended copy: the copy is at the
 //! same place.
 
@@ -85,15 +86,20 @@ static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// probed address in the two words above it; interrupts are off (since the
 /// breakpoint).
 #[no_mangle]
+// In the trampolines' page (`trampolines.S`): their call is a direct jump.
+#[link_section = ".text.kp_tramp"]
 unsafe extern "C" fn kp_x86_post_hit(regs: *mut bindings::pt_regs) {
     // SAFETY: per the function's contract.
-    let (regs, f) = unsafe { super::tramp_enter(regs) };
+    let (regs, f) = unsafe { super::tramp_enter(regs, super::Entry::PushAddr) };
     // The state after the instruction: its stack pointer (below the two
     // words), `ip` set by the core to the next instruction.
     regs.sp = f.sp;
     let next = Engine::on_step_jump(f.addr, regs);
+    // Straight to the next instruction rather than through the slot's jump
+    // back: one indirect branch less, an emulator's costliest step (a TB
+    // lookup under QEMU's TCG).
     let to = if regs.ip == next {
-        f.resume
+        next
     } else if regs.sp == f.sp {
         // A post handler redirected execution, keeping the stack.
         regs.ip

@@ -8,18 +8,36 @@
 
 use super::*;
 
-/// A call from a `trampolines.S` trampoline reached by `push $addr; call`
-/// (the jump-optimization detour, the post tail): the words above its
-/// `pt_regs`.
+/// How a trampoline was entered, which says what the words above its
+/// `pt_regs` hold.
+#[derive(Clone, Copy)]
+pub(super) enum Entry {
+    /// `push $addr; call` (the post tail): where to resume (the word the
+    /// `call` pushed), then the probed address.
+    PushAddr,
+    /// `push $(addr + 1); call` (the jump-optimization detour): where to
+    /// resume, then a return address into the probed instruction, which
+    /// unwinders follow to the probed function (`trampolines.S`).
+    PushAddrPlusOne,
+    /// The `call` of an ftrace site (the direct-call trampoline): its
+    /// return address, past the site, which is where to resume.
+    FtraceSite,
+}
+
+/// Bytes of an ftrace call site (`call __fentry__` / its NOP).
+pub(super) const FTRACE_SITE_LEN: usize = 5;
+
+/// A call from a `trampolines.S` trampoline that returns to a word above
+/// its `pt_regs` (the jump-optimization detour, the post tail, the ftrace
+/// direct call).
 pub(super) struct TrampFrame {
-    /// The word the `call` pushed: where the trampoline returns (dropping
-    /// the pushed address).
+    /// The word the trampoline's `ret` goes to.
     pub(super) resume_slot: *mut usize,
     /// Its original value (the code after the `call`).
     pub(super) resume: usize,
-    /// The pushed probed address.
+    /// The probed address.
     pub(super) addr: usize,
-    /// The stack pointer before the two words were pushed.
+    /// The stack pointer before the entry's words were pushed.
     pub(super) sp: usize,
     /// What the entry told lockdep.
     irqs: IrqTrace,
@@ -94,7 +112,9 @@ pub(super) unsafe fn irqs_trace_leave(t: IrqTrace) {
 }
 
 /// Entry of a trampoline's handler: tells lockdep about the trampoline's
-/// `cli` ([`irqs_trace_enter`]) and reads the frame.
+/// `cli` ([`irqs_trace_enter`]) and reads the frame, laid out as `entry`
+/// says. Wrapping arithmetic: the words are the trampoline's, and a
+/// checked overflow would only add branches to every hit.
 ///
 /// # Safety
 ///
@@ -102,17 +122,26 @@ pub(super) unsafe fn irqs_trace_leave(t: IrqTrace) {
 #[inline(always)]
 pub(super) unsafe fn tramp_enter<'a>(
     regs: *mut bindings::pt_regs,
+    entry: Entry,
 ) -> (&'a mut bindings::pt_regs, TrampFrame) {
     // SAFETY: per the function's contract, `regs` holds the saved flags.
     let irqs = unsafe { irqs_trace_enter((*regs).flags) };
-    let resume_slot = (regs as usize + core::mem::size_of::<bindings::pt_regs>()) as *mut usize;
-    // SAFETY: per the function's contract, the two words sit above `regs`.
-    let (resume, addr) = unsafe { (*resume_slot, *resume_slot.add(1)) };
+    // SAFETY: the words sit right above `regs` (the function's contract).
+    let resume_slot = unsafe { regs.add(1) }.cast::<usize>();
+    // SAFETY: as above.
+    let resume = unsafe { *resume_slot };
+    let (addr, words) = match entry {
+        // SAFETY: a second word above `regs` (the function's contract).
+        Entry::PushAddr => (unsafe { *resume_slot.add(1) }, 2),
+        // SAFETY: as above.
+        Entry::PushAddrPlusOne => (unsafe { *resume_slot.add(1) }.wrapping_sub(1), 2),
+        Entry::FtraceSite => (resume.wrapping_sub(FTRACE_SITE_LEN), 1),
+    };
     let frame = TrampFrame {
         resume_slot,
         resume,
         addr,
-        sp: resume_slot as usize + 16,
+        sp: (resume_slot as usize).wrapping_add(8 * words),
         irqs,
     };
     // SAFETY: per the function's contract.

@@ -23,9 +23,17 @@
  * writes ORC entries for every instruction. An unwinder (ORC on production
  * kernels) then walks through a trampoline to whatever that word holds:
  * the probed function for an ftrace site's call, the real caller for a
- * kretprobe (kp_x86_kret_return() puts it there before any handler runs),
- * and the engine's slot for a detour or post tail (no unwind data there:
- * the walk stops, as it does in the kernel's optprobe detours).
+ * kretprobe (kp_x86_kret_return() puts it there before any handler runs).
+ * A detour's handlers are walked past its slot to the probed function (a
+ * hint that takes the word above as the return address); a post tail's
+ * through its pt_regs. Otherwise the engine's slot ends the walk (no unwind
+ * data there, as in the kernel's optprobe detours).
+ *
+ * Each call from a trampoline, and each return, is an indirect branch for
+ * an emulator: QEMU's TCG looks the target up (helper_lookup_tb_ptr, the
+ * largest single cost of a hit there; scripts/bench-profile.sh), as it does
+ * for a direct branch to another page. The trampolines make as few as the
+ * handlers' contract allows.
  */
 #include <linux/linkage.h>
 #include <linux/objtool.h>
@@ -102,7 +110,14 @@
 	RET
 .endm
 
-	.pushsection .text.kp_kret, "ax"
+/*
+ * One page for the trampolines and the Rust functions they call (their
+ * #[link_section]; this object is linked first, Kbuild): the calls between
+ * them stay in the page, where an emulator chains them.
+ * scripts/build-modules.sh checks that the section fits.
+ */
+	.pushsection .text.kp_tramp, "ax"
+	.balign 4096
 
 /*
  * Kretprobe return: an instance's stub pushed its slot index and jumped
@@ -119,10 +134,10 @@ SYM_CODE_START(kp_x86_kret_trampoline)
 SYM_CODE_END(kp_x86_kret_trampoline)
 
 /*
- * After the handler's call in the detour and the post tail, until the
- * return: the state the entry's UNWIND_HINT_FUNC left the pushes at, the
- * pt_regs above the two words (an unwind from here stops at the engine's
- * slot, as it does in the kernel's optprobe detours). A CALL-type hint:
+ * After the handler's call in the post tail, until the return: the state
+ * the entry's UNWIND_HINT_FUNC left the pushes at, the pt_regs above the
+ * two words (an unwind from here stops at the engine's slot, as it does in
+ * the kernel's optprobe detours). A CALL-type hint:
  * objtool gives a FUNC-type one the function-entry state whatever its
  * offset says.
  */
@@ -132,30 +147,22 @@ SYM_CODE_END(kp_x86_kret_trampoline)
 
 /*
  * Jump-optimization detour: [rsp] = where to resume (the detour's relocated
- * instructions), [rsp + 8] = the probed address.
+ * instructions), [rsp + 8] = the probed address + 1.
  *
  * While the handlers run, an unwinder (stack traces in a handler, perf, an
- * NMI) sees the probed code where it stands: an interrupt-style frame below
- * the pt_regs holds the probed address itself (the handlers' pt_regs holds
- * it + 1, as after a breakpoint, which for a one-byte push or pop would
- * give the unwinder the stack layout after it) and the stack pointer before
- * the two words, and an UNWIND_HINT_IRET_REGS at the call points ORC at it.
- * The walk goes on through the probed function to its real caller.
+ * NMI) sees the probed code where it stands: the second word is taken as
+ * the return address of a call made from the probed instruction (an
+ * unwinder looks up the instruction before a return address: the probed
+ * one, whatever its length), the stack pointer past it as the probed
+ * code's. The walk goes on through the probed function to its real caller.
+ * The hint holds until the first word is dropped, just before the return.
  */
 SYM_CODE_START(kp_x86_opt_common)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
 	KP_SAVE_REGS
-	leaq	PTREGS_SIZE+16(%rdi), %rax	/* the probed code's sp */
-	pushq	$__KERNEL_DS			/* ss */
-	pushq	%rax				/* sp */
-	pushq	pt_regs_flags(%rdi)		/* flags */
-	pushq	$__KERNEL_CS			/* cs */
-	pushq	PTREGS_SIZE+8(%rdi)		/* ip: the probed address */
-	UNWIND_HINT_IRET_REGS
+	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+16
 	call	kp_x86_opt_hit
-	leaq	5*8(%rsp), %rsp
-	KP_HINT_AFTER_CALL
 	KP_RESTORE_REGS
 	KP_RET_DROP_WORD
 SYM_CODE_END(kp_x86_opt_common)
@@ -187,42 +194,20 @@ SYM_CODE_START(kp_x86_post_common)
 SYM_CODE_END(kp_x86_post_common)
 
 /*
- * An ftrace site's direct call: [rsp] = site + 5, [rsp + 8] = the caller's
- * return address. Make it [rsp] = site + 5 (where to resume), [rsp + 8] =
- * site (the probed address) above the caller's return address; the subq
- * changes the flags at a function entry, where nothing relies on them.
- *
- * For unwinders: the word the call pushed holds the site from the subq on,
- * not a return address (ORC would look up site - 1, outside the function
- * on a kernel without ENDBR), so from there the hints point past it at the
- * caller's return address, the state of a function entry; while the
- * handlers run, an interrupt-style frame holds the site itself and the
- * probed code's stack pointer (as in kp_x86_opt_common), so that a walk
- * goes through the probed function to its caller.
+ * An ftrace site's direct call: [rsp] = site + 5, the call's return address,
+ * which is also where to resume unless a pre handler redirects (it is then
+ * rewritten). The word stays a return address into the probed function, so
+ * an unwinder walks from the handlers through here to the probed function
+ * and its caller (a function's entry state at the site, as in the kernel's
+ * ftrace_regs_caller).
  */
-.macro KP_HINT_PAST_SITE offset:req
-	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=\offset
-.endm
-
 SYM_CODE_START(kp_x86_ftrace_direct)
 	ANNOTATE_NOENDBR
 	UNWIND_HINT_FUNC
-	pushq	(%rsp)
-	subq	$5, 8(%rsp)
-	KP_HINT_PAST_SITE 24
 	KP_SAVE_REGS
-	leaq	PTREGS_SIZE+16(%rdi), %rax	/* the probed code's sp */
-	pushq	$__KERNEL_DS			/* ss */
-	pushq	%rax				/* sp */
-	pushq	pt_regs_flags(%rdi)		/* flags */
-	pushq	$__KERNEL_CS			/* cs */
-	pushq	PTREGS_SIZE+8(%rdi)		/* ip: the site */
-	UNWIND_HINT_IRET_REGS
 	call	kp_x86_ftrace_hit
-	leaq	5*8(%rsp), %rsp
-	KP_HINT_PAST_SITE PTREGS_SIZE+24
 	KP_RESTORE_REGS
-	KP_RET_DROP_WORD
+	RET
 SYM_CODE_END(kp_x86_ftrace_direct)
 
 /*

@@ -111,6 +111,8 @@ pub(super) unsafe extern "C" fn kret_entry(
 /// # Safety
 ///
 /// Interrupts are off; `rp` is a live kretprobe for the call.
+// Inline: a call and its return are a TB lookup each under TCG.
+#[inline(always)]
 pub(crate) unsafe fn run_return_handler(rp: *mut KpKretprobe, call: impl FnOnce()) {
     // SAFETY: interrupts are off (the contract).
     let cpu = unsafe { Cpu::this() };
