@@ -29,11 +29,13 @@ command -v perf >/dev/null || {
 "$here/scripts/setup.sh" "$arch"
 "$here/scripts/build-modules.sh" "$arch" >/dev/null
 data="$here/out/$arch/bench-profile.perf"
+# QEMU's maps of translated code, tens of MB each: only the last run's is
+# kept (perf reads it from /tmp at report time: scripts/tcg-profile.py can
+# be run again on the last profile).
+rm -f /tmp/perf-*.map
 KP_QEMU_ARGS=-perfmap KP_QEMU_TAG=profile KP_CMDLINE="kp_bench_rows=$rows kp_bench_syms=1" \
 	perf record -q -e cpu-clock -F 4000 -o "$data" -- \
 	"$here/scripts/qemu-run.sh" "$arch" bench
 log="$here/out/$arch/bench-profile-console.log"
 grep -a "KP-BENCH .* ours " "$log" | tr -d '\r' | sed 's/.*KP-BENCH //'
 python3 "$here/scripts/tcg-profile.py" "$data" "$(kdir_for "$arch")/System.map" "$log" "$top"
-# QEMU's map of translated code (one per run, tens of MB).
-rm -f /tmp/perf-*.map

@@ -77,6 +77,9 @@ def main():
         if sym.startswith("guest-0x"):
             guest += 1
             pc = int(sym[len("guest-0x"):].split("+")[0], 16)
+            if pc < 1 << 47:
+                counts["G (user space, or boot code before paging)"] += 1
+                continue
             i = bisect.bisect_right(addrs, pc) - 1
             # Far from any symbol: code the kernel made at run time (its
             # optprobe detours and kprobe slots, ftrace trampolines, BPF).
