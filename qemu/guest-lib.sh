@@ -447,6 +447,9 @@ trace_has() {
 	grep -qE "$1" $T/trace
 }
 run_events() {
+	# The file the examples' checks create, for a run of this function
+	# alone (KP_CMDLINE=kp_guest_fn=run_events).
+	[ -e $TESTFILE ] || echo kp >$TESTFILE
 	echo >$T/trace
 	check events-define sh -c "echo 'p:myprobe do_sys_open $ARGS' >$E"
 	# $retval as s64 so that the filter "ret < 0" can match (the default
