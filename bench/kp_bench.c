@@ -6,7 +6,8 @@
  * kernel's kprobes API on the same targets; the engine itself never calls
  * the kernel's kprobes. Per-hit cost = (time with probe - time without) /
  * calls, KP_BENCH_CALLS calls per measurement, `reps` repetitions (5 by
- * default, up to KP_BENCH_MAX_REPS) interleaved between the two engines; median, min and max are printed as
+ * default, up to KP_BENCH_MAX_REPS) interleaved between the two engines;
+ * median, min and max are printed as
  * "KP-BENCH <row> ours <med> <min> <max> kernel <med> <min> <max>" (ns).
  * The guest job turns both engines' jump optimization off first, so that
  * both sides use their breakpoint path, then on again for one more load
