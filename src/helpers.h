@@ -144,7 +144,7 @@ void kp_helper_counter_inc(u64 __percpu *c);
 u64 kp_helper_counter_sum(u64 __percpu *c);
 
 /* arch/x86_64/helpers.c */
-int kp_helper_register_die_notifier(void);
+int kp_helper_register_die_notifier(unsigned long chain_addr);
 void kp_helper_unregister_die_notifier(void);
 void kp_helper_sync_all_cores(void);
 /* Rust, arch/x86_64/trap.rs */

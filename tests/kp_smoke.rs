@@ -372,6 +372,28 @@ fn smoke_kcfi_type_hash(t: &mut Test) {
     crate::util::Trace::new().take();
 }
 
+/// x86_64: the engine's die notifier is the first on the die chain, ahead
+/// of the other INT_MAX ones (hw_breakpoint's, the kernel's kprobes'),
+/// which `register_die_notifier()` alone would put it after: two indirect
+/// calls less per int3 of ours. arm64 takes its BRK through
+/// `do_el1_brk64()`, not the die chain.
+fn smoke_die_notifier_first(t: &mut Test) {
+    if !cfg!(CONFIG_X86_64) {
+        t.skip("arm64's BRKs do not go through the die chain");
+        return;
+    }
+    let (Some(chain), Some(nb)) = (
+        kp::lookup_symbol(c"die_chain"),
+        kp::lookup_symbol(c"kp_die_nb"),
+    ) else {
+        kp_expect!(t, false, "die_chain or kp_die_nb not found");
+        return;
+    };
+    let off = core::mem::offset_of!(kernel::bindings::atomic_notifier_head, head);
+    let head = kp::read_kernel::<usize>(chain.addr + off);
+    kp_expect_eq!(t, head, Some(nb.addr), "the die chain's first block");
+}
+
 kunit_suite!(
     kp_smoke,
     "kp_smoke",
@@ -383,6 +405,7 @@ kunit_suite!(
         smoke_module_blacklist,
         smoke_resolved_calls_land,
         smoke_static_call_trampolines,
-        smoke_kcfi_type_hash
+        smoke_kcfi_type_hash,
+        smoke_die_notifier_first
     ]
 );

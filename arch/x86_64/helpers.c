@@ -46,9 +46,48 @@ static struct notifier_block kp_die_nb = {
 	.priority = INT_MAX,
 };
 
-int kp_helper_register_die_notifier(void)
+/*
+ * Registers kp_die_nb and, when the die chain was found by name (chain_addr:
+ * die_chain's address, 0 if not), moves it to the chain's head.
+ * register_die_notifier() puts a block after those of its priority, and
+ * hw_breakpoint's and the kernel's kprobes' are INT_MAX too: every int3 of
+ * ours went through their callbacks first, two indirect calls (retpolines
+ * and return thunks where the kernel has them; two TB lookups each under
+ * QEMU's TCG). The address is trusted only if our block is found on the
+ * chain it names. At load, before any probe exists, so no int3 of ours can
+ * come while the block is off the chain. Priorities stay ordered (ours is
+ * the highest); later registrations of INT_MAX go after it.
+ */
+int kp_helper_register_die_notifier(unsigned long chain_addr)
 {
-	return register_die_notifier(&kp_die_nb);
+	struct atomic_notifier_head *chain = (void *)chain_addr;
+	struct notifier_block *n;
+	unsigned long flags;
+	bool found = false, first;
+	int r;
+
+	r = register_die_notifier(&kp_die_nb);
+	if (r || !chain)
+		return r;
+	spin_lock_irqsave(&chain->lock, flags);
+	n = rcu_dereference_protected(chain->head, lockdep_is_held(&chain->lock));
+	first = n == &kp_die_nb;
+	for (; n; n = rcu_dereference_protected(n->next, lockdep_is_held(&chain->lock))) {
+		if (n == &kp_die_nb) {
+			found = true;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&chain->lock, flags);
+	if (!found || first)
+		return 0;
+	/* Off the chain (this waits for running callbacks), then first. */
+	unregister_die_notifier(&kp_die_nb);
+	spin_lock_irqsave(&chain->lock, flags);
+	kp_die_nb.next = rcu_dereference_protected(chain->head, lockdep_is_held(&chain->lock));
+	rcu_assign_pointer(chain->head, &kp_die_nb);
+	spin_unlock_irqrestore(&chain->lock, flags);
+	return 0;
 }
 
 void kp_helper_unregister_die_notifier(void)

@@ -21,7 +21,7 @@ use kernel::bindings;
 use kernel::prelude::*;
 
 extern "C" {
-    fn kp_helper_register_die_notifier() -> kernel::ffi::c_int;
+    fn kp_helper_register_die_notifier(chain: kernel::ffi::c_ulong) -> kernel::ffi::c_int;
     fn kp_helper_unregister_die_notifier();
 }
 
@@ -77,8 +77,12 @@ pub(crate) unsafe extern "C" fn kp_x86_fault(regs: *mut bindings::pt_regs, trapn
 }
 
 pub(super) fn init() -> Result {
-    // SAFETY: process context; the notifier block is static.
-    let r = unsafe { kp_helper_register_die_notifier() };
+    // The die chain, to be first on it (`helpers.c`); registered the
+    // usual way, after the other INT_MAX notifiers, without it.
+    let chain = crate::symbols::lookup_name(kernel::c_str!("die_chain")).unwrap_or(0);
+    // SAFETY: process context; the notifier block is static; `chain` is
+    // the kernel's `die_chain` or 0.
+    let r = unsafe { kp_helper_register_die_notifier(chain as kernel::ffi::c_ulong) };
     if r != 0 {
         return Err(Error::from_errno(r));
     }
