@@ -84,7 +84,8 @@ int kp_helper_register_die_notifier(unsigned long chain_addr)
 	/* Off the chain (this waits for running callbacks), then first. */
 	unregister_die_notifier(&kp_die_nb);
 	spin_lock_irqsave(&chain->lock, flags);
-	kp_die_nb.next = rcu_dereference_protected(chain->head, lockdep_is_held(&chain->lock));
+	RCU_INIT_POINTER(kp_die_nb.next,
+			 rcu_dereference_protected(chain->head, lockdep_is_held(&chain->lock)));
 	rcu_assign_pointer(chain->head, &kp_die_nb);
 	spin_unlock_irqrestore(&chain->lock, flags);
 	return 0;
