@@ -23,6 +23,10 @@ fi
 for w in $(cat /proc/cmdline); do
 	case $w in kp_random_seed=*) echo "${w#kp_random_seed=}" >/tmp/kp_random_seed ;; esac
 done
+# Where the kernel's text landed (KASLR), to name the raw addresses that
+# kp_random and kp_mass print, and a hung guest's pc, after the fact:
+# subtract this _stext's System.map value.
+echo "KP-GUEST: $(grep -w _stext /proc/kallsyms)"
 # For kp_smoke: the kernel's own kprobes blacklist, readable by kernel_read()
 # (on a kernel without kprobes the file is the engine's now: none).
 if [ -n "$KERNEL_KPROBES" ]; then
