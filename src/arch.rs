@@ -255,6 +255,9 @@ pub(crate) trait Jumps {
 pub(crate) trait Refusals {
     /// Places the arch adds to the blacklist, with the reason.
     const BLACKLIST_FUNCS: &'static [(&'static CStr, &'static CStr)];
+    /// The kernel's `NOKPROBE_SYMBOL()` and `__kprobes` functions of this
+    /// arch's code, by name, sorted (`scripts/gen-nokprobe.py`).
+    const NOKPROBE_NAMES: &'static [&'static [u8]];
     /// Sections refused whole: (first symbol, end symbol, reason).
     const BLACKLIST_SECTIONS: &'static [(&'static CStr, &'static CStr, &'static CStr)];
     /// Assembly refused from its first symbol to the end of its last.
@@ -392,6 +395,7 @@ pub(crate) const FTRACE_FULL_REGS: bool = <Arch as Entries>::FTRACE_FULL_REGS;
 pub(crate) const OPT_SUPPORTED: bool = <Arch as Jumps>::OPT_SUPPORTED;
 pub(crate) const OPT_MAX_SPAN: usize = <Arch as Jumps>::OPT_MAX_SPAN;
 pub(crate) const BLACKLIST_FUNCS: &[(&CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_FUNCS;
+pub(crate) const NOKPROBE_NAMES: &[&[u8]] = <Arch as Refusals>::NOKPROBE_NAMES;
 pub(crate) const BLACKLIST_SECTIONS: &[(&CStr, &CStr, &CStr)] =
     <Arch as Refusals>::BLACKLIST_SECTIONS;
 pub(crate) const BLACKLIST_SPANS: &[(&CStr, &CStr, &CStr)] = <Arch as Refusals>::BLACKLIST_SPANS;

@@ -106,6 +106,24 @@ const TRAP_STOP_PREFIXES: &[&[u8]] = &[
 /// (`core::panicking::*`, `rust_begin_unwind`).
 const TRAP_STOP_SUBSTRINGS: &[&[u8]] = &[b"panicking", b"rust_begin_unwind"];
 
+/// Reason: a `NOKPROBE_SYMBOL()` of the running kernel's that the list
+/// from the source lacks (`kp_smoke.smoke_blacklist_covers_the_kernels`
+/// fails on it).
+pub(crate) const STALE: &CStr =
+    c_str!("NOKPROBE_SYMBOL, not in the engine's list (scripts/gen-nokprobe.py)");
+
+/// Whether the kernel source marks the function `name` (a clone's
+/// `name.isra.0`, `name.llvm.123`, ... included) `NOKPROBE_SYMBOL()` or
+/// `__kprobes`. A kernel without kprobes keeps no trace of either, and
+/// still must not have them probed: `return_address()`, which lockdep's
+/// irq tracing calls on arm64's exception exit, hit itself until `die()`
+/// deadlocked the machine (kp_mass on arm64-hardened).
+fn listed_in_source(name: &[u8]) -> bool {
+    let base = name.split(|&c| c == b'.').next().unwrap_or(name);
+    crate::nokprobe_names::GENERIC.binary_search(&base).is_ok()
+        || crate::arch::NOKPROBE_NAMES.binary_search(&base).is_ok()
+}
+
 /// One refused range.
 pub(crate) struct Range {
     pub(crate) start: usize,
@@ -286,9 +304,20 @@ pub(crate) fn init() -> Result {
             });
             return sanitizer.is_ok();
         }
+        if listed_in_source(name) && symbols::in_kernel_text(addr) {
+            nokprobe = nokprobe.and_then(|n| {
+                add_function(&mut v, addr, c_str!("NOKPROBE_SYMBOL")).map(|()| n + 1)
+            });
+            return nokprobe.is_ok();
+        }
+        // The live list, where the kernel has kprobes: what the list from
+        // the source lacks (a newer kernel than the one it was made from).
         let Some(func) = name.strip_prefix(b"_kbl_addr_") else {
             return true;
         };
+        if listed_in_source(func) {
+            return true;
+        }
         let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
         let Some(cname) = buf.get_mut(..func.len() + 1) else {
             return true;
@@ -299,9 +328,13 @@ pub(crate) fn init() -> Result {
         };
         // Static functions can share a name: refuse every one of them.
         symbols::for_each_match(cname, |f| {
-            nokprobe = nokprobe
-                .and_then(|n| add_function(&mut v, f, c_str!("NOKPROBE_SYMBOL")).map(|()| n + 1));
+            nokprobe = nokprobe.and_then(|n| add_function(&mut v, f, STALE).map(|()| n + 1));
         });
+        pr_warn!(
+            "blacklist: NOKPROBE_SYMBOL({}) is not in the list from the kernel source \
+             (run scripts/gen-nokprobe.py)\n",
+            cname.to_str().unwrap_or("?")
+        );
         nokprobe.is_ok()
     });
     let nokprobe = nokprobe?;
@@ -507,7 +540,7 @@ pub(crate) fn exit() {
     }
 }
 
-fn ranges() -> &'static [Range] {
+pub(crate) fn ranges() -> &'static [Range] {
     let p = LIST.load(Ordering::Acquire);
     if p.is_null() {
         return &[];
@@ -590,38 +623,4 @@ pub unsafe extern "C" fn kp_blacklist_range(
         }
     }
     r.reason.as_char_ptr()
-}
-
-/// The ranges as the kernel's `kprobes/blacklist` shows its own (`0x%px-0x%px\t%ps`:
-/// start, end, the symbol at the start; what perf reads to skip them).
-pub(crate) fn write_kernel(w: &mut impl core::fmt::Write) -> core::fmt::Result {
-    let all = ranges();
-    for (i, r) in all.iter().enumerate() {
-        // Once per range, as the kernel lists each (here a range may be
-        // refused for several reasons).
-        let seen = all.get(..i).unwrap_or(&[]);
-        if seen.iter().any(|o| o.start == r.start && o.end == r.end) {
-            continue;
-        }
-        write!(w, "0x{:016x}-0x{:016x}\t", r.start, r.end)?;
-        match symbols::symbol_at(r.start) {
-            Some(s) => w.write_str(core::str::from_utf8(s.name()).unwrap_or("?"))?,
-            None => write!(w, "0x{:016x}", r.start)?,
-        }
-        writeln!(w)?;
-    }
-    Ok(())
-}
-
-/// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
-pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
-    for r in ranges() {
-        write!(w, "{:#018x}-{:#018x}\t", r.start, r.end)?;
-        match symbols::symbol_at(r.start) {
-            Some(s) => s.write_short(w)?,
-            None => w.write_str("?")?,
-        }
-        writeln!(w, "\t{}", r.reason.to_str().unwrap_or("?"))?;
-    }
-    Ok(())
 }

@@ -319,11 +319,11 @@ pub(crate) unsafe extern "C" fn kp_debugfs_show(
     let _ = match which {
         LIST => crate::registry::write_list(&mut w, false),
         KERNEL_LIST => crate::registry::write_list(&mut w, true),
-        KERNEL_BLACKLIST => crate::blacklist::write_kernel(&mut w),
+        KERNEL_BLACKLIST => write_blacklist_kernel(&mut w),
         ENABLED => writeln!(w, "{}", u8::from(crate::registry::global_enabled())),
         FTRACE => writeln!(w, "{}", u8::from(crate::ftrace::enabled())),
         OPTIMIZE => writeln!(w, "{}", u8::from(crate::optimize::enabled())),
-        BLACKLIST => crate::blacklist::write(&mut w),
+        BLACKLIST => write_blacklist(&mut w),
         STATS => crate::stats::write(&mut w),
         EVENTS => crate::events::write_events(&mut w),
         PROFILE => crate::events::write_profile(&mut w),
@@ -396,4 +396,38 @@ fn write_word(which: c_ulong, bytes: &[u8]) -> Result {
         }
         _ => Err(EINVAL),
     }
+}
+
+/// The ranges as the kernel's `kprobes/blacklist` shows its own (`0x%px-0x%px\t%ps`:
+/// start, end, the symbol at the start; what perf reads to skip them).
+fn write_blacklist_kernel(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    let all = crate::blacklist::ranges();
+    for (i, r) in all.iter().enumerate() {
+        // Once per range, as the kernel lists each (here a range may be
+        // refused for several reasons).
+        let seen = all.get(..i).unwrap_or(&[]);
+        if seen.iter().any(|o| o.start == r.start && o.end == r.end) {
+            continue;
+        }
+        write!(w, "0x{:016x}-0x{:016x}\t", r.start, r.end)?;
+        match crate::symbols::symbol_at(r.start) {
+            Some(s) => w.write_str(core::str::from_utf8(s.name()).unwrap_or("?"))?,
+            None => write!(w, "0x{:016x}", r.start)?,
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// The debugfs `blacklist` file: `0xstart-0xend\tsymbol\treason`.
+fn write_blacklist(w: &mut impl core::fmt::Write) -> core::fmt::Result {
+    for r in crate::blacklist::ranges() {
+        write!(w, "{:#018x}-{:#018x}\t", r.start, r.end)?;
+        match crate::symbols::symbol_at(r.start) {
+            Some(s) => s.write_short(w)?,
+            None => w.write_str("?")?,
+        }
+        writeln!(w, "\t{}", r.reason.to_str().unwrap_or("?"))?;
+    }
+    Ok(())
 }

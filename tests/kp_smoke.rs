@@ -223,6 +223,87 @@ fn smoke_blacklist_covers_the_kernels(t: &mut Test) {
     ));
     kp_expect!(t, total > 0);
     kp_expect_eq!(t, missed, 0);
+    // And the list the engine compiles in from the kernel source
+    // (`scripts/gen-nokprobe.py`) has every NOKPROBE_SYMBOL() of this
+    // kernel: the engine adds what it lacks under its own reason.
+    let (mut listed, mut stale) = (0usize, 0usize);
+    for i in 0.. {
+        // SAFETY: a pure query; null outputs are not written.
+        let r = unsafe { kp::kp_blacklist_range(i, core::ptr::null_mut(), core::ptr::null_mut()) };
+        if r.is_null() {
+            break;
+        }
+        // SAFETY: a static NUL-terminated string of the engine's.
+        let r = unsafe { core::ffi::CStr::from_ptr(r) }.to_bytes();
+        if r == b"NOKPROBE_SYMBOL" {
+            listed += 1;
+        } else if r.starts_with(b"NOKPROBE_SYMBOL,") {
+            stale += 1;
+        }
+    }
+    t.info(format_args!(
+        "{} functions refused from the source list, {} only from the kernel's",
+        listed, stale
+    ));
+    kp_expect!(t, listed > 0);
+    kp_expect_eq!(
+        t,
+        stale,
+        0,
+        "regenerate with scripts/gen-nokprobe.py (names in the log)"
+    );
+}
+
+/// What the kernel marks `NOKPROBE_SYMBOL()` or `__kprobes` is refused on
+/// every kernel, also one built without kprobes, which keeps no trace of
+/// either (the engine's list is read from the kernel source). Drawn by
+/// kp_mass on arm64-hardened: a BRK in `save_return_addr()`, which
+/// lockdep's irq tracing reaches on the BRK exception's own way out, hit
+/// itself until `die()` deadlocked both CPUs.
+fn smoke_nokprobe_from_source(t: &mut Test) {
+    let names: &[&core::ffi::CStr] = if cfg!(CONFIG_ARM64) {
+        &[
+            c"return_address",
+            c"save_return_addr",
+            c"do_page_fault",
+            c"do_translation_fault",
+            c"do_mem_abort",
+            c"notifier_call_chain",
+            c"bsearch",
+        ]
+    } else {
+        &[
+            c"do_user_addr_fault",
+            c"oops_begin",
+            c"do_trap",
+            c"nmi_handle",
+            c"notifier_call_chain",
+            c"bsearch",
+        ]
+    };
+    for &name in names {
+        let f = kp::lookup_symbol(name).map_or(0, |s| s.addr);
+        kp_expect!(t, f != 0, "{:?} not found", name);
+        if f == 0 {
+            continue;
+        }
+        // SAFETY: a pure query.
+        kp_expect!(t, !unsafe { kp::kp_blacklisted(f) }.is_null(), "{:?}", name);
+        // Its entry, and on arm64 past the ftrace site (at most +0xc).
+        let offs: &[u32] = if cfg!(CONFIG_ARM64) { &[0, 0x10] } else { &[0] };
+        for &off in offs {
+            let mut p = KpKprobe::new();
+            p.symbol_name = name.as_ptr().cast();
+            p.offset = off;
+            let r = register(&mut p);
+            kp_expect_eq!(t, r, EINVAL, "{:?}+{}", name, off);
+            if r == 0 {
+                unregister(&mut p);
+            }
+        }
+    }
+    // The stack walker the engine's own BRK exit can reach still works.
+    crate::util::Trace::new().take();
 }
 
 extern "C" {
@@ -402,6 +483,7 @@ kunit_suite!(
         smoke_bad_requests,
         smoke_abi_size,
         smoke_blacklist_covers_the_kernels,
+        smoke_nokprobe_from_source,
         smoke_module_blacklist,
         smoke_resolved_calls_land,
         smoke_static_call_trampolines,

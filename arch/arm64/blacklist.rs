@@ -52,6 +52,10 @@ impl Refusals for Arch {
         (kernel::c_str!("__sdei_handler_abort"), ASM),
     ];
 
+    /// The kernel's own list for this arch's code, read from its source
+    /// (`scripts/gen-nokprobe.py`).
+    const NOKPROBE_NAMES: &'static [&'static [u8]] = super::nokprobe_names::NOKPROBE_NAMES;
+
     /// Where a kernel BRK goes on its way to the engine's re-entry guard and
     /// back: the exception entry's handler, the BRK handler the engine's
     /// `ftrace_ops` sits on, and ftrace's dispatch to that ops (the roots of

@@ -63,6 +63,7 @@ pub(crate) mod event_regs;
 mod ftrace;
 mod insn;
 mod kretprobe;
+mod nokprobe_names;
 mod opt;
 mod patch;
 mod post;

@@ -36,6 +36,10 @@ impl Refusals for Arch {
         (kernel::c_str!("entry_untrain_ret"), ASM),
     ];
 
+    /// The kernel's own list for this arch's code, read from its source
+    /// (`scripts/gen-nokprobe.py`).
+    const NOKPROBE_NAMES: &'static [&'static [u8]] = super::nokprobe_names::NOKPROBE_NAMES;
+
     /// Where a kernel breakpoint goes on its way to the engine's re-entry
     /// guard and back (`exc_int3()`'s kernel-mode branch): the roots of the
     /// derived trap-path blacklist (`src/blacklist.rs`). `exc_int3()` itself is

@@ -57,6 +57,7 @@ mod trap;
 mod blacklist;
 mod foreign;
 mod insn;
+mod nokprobe_names;
 mod step;
 
 use foreign::*;
