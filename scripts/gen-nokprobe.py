@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """Writes the kernel's own list of functions never to probe, by name.
 
-The kernel marks them `NOKPROBE_SYMBOL(name)` or `__kprobes` (its section
-`.kprobes.text`). Both leave a trace in the running kernel only where it is
+The kernel marks them `NOKPROBE_SYMBOL(name)`, `__kprobes` (its section
+`.kprobes.text`), `nokprobe_inline`, or in assembly `NOKPROBE(name)` and
+`_ASM_NOKPROBE(name)`. Both leave a trace in the running kernel only where it is
 built with CONFIG_KPROBES: without it (the hardened test kernels, and any
 kernel built without kprobes) `NOKPROBE_SYMBOL()` expands to nothing and
 `__kprobes` puts the function in plain `.text`. The engine still must not
@@ -20,8 +21,9 @@ running kernel does not have are skipped at load; a static function that
 shares its name with another refuses both (as the kernel's list refuses
 every function behind a `_kbl_addr_` symbol). Where the kernel has kprobes
 the engine also reads their live list (`_kbl_addr_*`), and
-`kp_smoke.smoke_nokprobe_names_current` fails when that list has a name this
-one lacks: regenerate after a kernel upgrade.
+`kp_smoke.smoke_blacklist_covers_the_kernels` fails when that list, or
+`.kprobes.text`, has a function this one lacks: regenerate after a kernel
+upgrade.
 """
 import os
 import re
@@ -35,6 +37,14 @@ KPROBES_ATTR = re.compile(r'(?<![A-Za-z_0-9])__kprobes(?![A-Za-z_0-9])')
 # `__kprobes` right before the declarator: `int __kprobes name(`,
 # `void __kprobes *name(`, or the name on the next line.
 KPROBES_DECL = re.compile(r'\s*\*?\s*([A-Za-z_]\w*)\s*\(')
+# `nokprobe_inline` (plain `inline` without kprobes, `__always_inline` with
+# them): a compiler that keeps one out of line must not have it probed.
+NOKPROBE_INLINE = re.compile(r'(?<![A-Za-z_0-9])nokprobe_inline(?![A-Za-z_0-9])')
+# Assembly: `NOKPROBE(name)` (arm64) and `_ASM_NOKPROBE(name)` (x86), and
+# inside an assembler macro `_ASM_NOKPROBE(prefix\arg)`, expanded for each
+# use of the macro in the same file (`xen_pv_trap asm_exc_int3`).
+ASM_NOKPROBE = re.compile(r'(?<![A-Za-z_0-9])(?:_ASM_)?NOKPROBE\(\s*([A-Za-z_][\w\\]*)\s*\)')
+ASM_MACRO = re.compile(r'^\s*\.macro\s+(\w+)\s+(\w+)[^\n]*\n(.*?)^\s*\.endm', re.M | re.S)
 # Not the kernel: user-space tools, documentation, build scripts.
 SKIP_TOP = {'arch', 'tools', 'Documentation', 'samples', 'scripts', 'usr'}
 
@@ -52,12 +62,15 @@ def scan(ksrc, top, generic):
         if generic and os.path.samefile(d, ksrc):
             dirs[:] = [x for x in dirs if x not in SKIP_TOP]
         for f in sorted(files):
-            if not f.endswith(('.c', '.h')):
+            if not f.endswith(('.c', '.h', '.S')):
                 continue
             path = os.path.join(d, f)
             rel = os.path.relpath(path, ksrc)
             with open(path, errors='replace') as fh:
                 text = fh.read()
+            if f.endswith('.S'):
+                scan_asm(text, rel, names)
+                continue
             for m in NOKPROBE.finditer(text):
                 line = line_of(text, m.start()).strip()
                 # The macro's own definition, or a use inside another
@@ -74,7 +87,36 @@ def scan(ksrc, top, generic):
                     names.setdefault(d2.group(1), rel + ' (__kprobes)')
                 else:
                     sys.exit(f'gen-nokprobe: cannot read the function after __kprobes: {rel}: {line}')
+            for m in NOKPROBE_INLINE.finditer(text):
+                line = line_of(text, m.start()).strip()
+                if line.startswith(('#', '*', '/*', '//')) or line.endswith('\\'):
+                    continue
+                # The declarator's name: the identifier right before the
+                # first `(`, with only a type's words and `*` before it.
+                paren = text.find('(', m.end())
+                decl = text[m.end():paren]
+                d2 = re.fullmatch(r'[\s\w\*]*?([A-Za-z_]\w*)\s*', decl)
+                if paren < 0 or not d2:
+                    sys.exit(f'gen-nokprobe: cannot read the function after nokprobe_inline: {rel}: {line}')
+                names.setdefault(d2.group(1), rel + ' (nokprobe_inline)')
     return names
+
+
+def scan_asm(text, rel, names):
+    for m in ASM_NOKPROBE.finditer(text):
+        line = line_of(text, m.start()).strip()
+        if line.startswith('#'):
+            continue
+        if '\\' not in m.group(1):
+            names.setdefault(m.group(1), rel + ' (asm)')
+    for mac in ASM_MACRO.finditer(text):
+        name, arg, body = mac.groups()
+        for m in ASM_NOKPROBE.finditer(body):
+            pre, sep, post = m.group(1).partition('\\' + arg)
+            if not sep or '\\' in pre + post:
+                continue
+            for use in re.finditer(r'^\s*' + name + r'\s+(\w+)\s*$', text, re.M):
+                names.setdefault(pre + use.group(1) + post, rel + f' (asm, {name})')
 
 
 def write(path, const, doc, names, version):

@@ -46,8 +46,6 @@ pub(crate) mod reason {
 
     /// On the engine's own trap path.
     pub(crate) const TRAP: &CStr = kernel::c_str!("engine trap path");
-    /// Assembly marked NOKPROBE, which leaves no `_kbl_addr_` symbol.
-    pub(crate) const ASM: &CStr = kernel::c_str!("asm NOKPROBE");
     /// ftrace's assembly trampolines.
     pub(crate) const FTRACE_ASM: &CStr = kernel::c_str!("ftrace trampoline");
 }

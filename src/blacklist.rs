@@ -6,11 +6,13 @@
 //! kprobes derive theirs (`kernel/kprobes.c: populate_kprobe_blacklist()` and
 //! `arch_populate_kprobe_blacklist()`), from data found through kallsyms:
 //!
-//! - every function marked `NOKPROBE_SYMBOL()`, range = the whole function.
-//!   The `_kprobe_blacklist` section that lists them is init data, freed
-//!   after boot, so it cannot be read from a module; but each entry is a
-//!   symbol `_kbl_addr_<function>` that kallsyms keeps, so we enumerate
-//!   those (with `kallsyms_on_each_symbol()`, resolved like the rest);
+//! - every function the kernel source marks `NOKPROBE_SYMBOL()`,
+//!   `__kprobes`, `nokprobe_inline` or (assembly) `NOKPROBE()`, by name
+//!   ([`crate::nokprobe`]), range = the whole function: a kernel without
+//!   kprobes keeps no trace of them. Where it has kprobes, its live list
+//!   (a symbol `_kbl_addr_<function>` per entry, which kallsyms keeps; the
+//!   `_kprobe_blacklist` section itself is freed after boot) and its
+//!   `.kprobes.text` add what the names lack, as [`crate::nokprobe::STALE`];
 //! - the text sections the kernel cannot take a breakpoint in:
 //!   `.kprobes.text`, `.noinstr.text` (which includes `.cpuidle.text`),
 //!   `.entry.text`, `.irqentry.text`, `.softirqentry.text`, and per arch
@@ -21,8 +23,7 @@
 //! - per arch ([`crate::arch::BLACKLIST_FUNCS`]): the functions our own
 //!   trap path runs through before it can detect recursion (most are
 //!   already `NOKPROBE_SYMBOL`; listing them documents the dependency), and
-//!   assembly functions marked with `_ASM_NOKPROBE`/`NOKPROBE`, which leave
-//!   no `_kbl_addr_` symbol;
+//!   assembly marked `_ASM_NOKPROBE` through macros;
 //! - everything the trap path calls, derived from the running kernel's
 //!   code: from the roots [`crate::arch::TRAP_ROOTS`] (the functions a
 //!   kernel breakpoint runs through to reach the engine, and back), every
@@ -52,7 +53,7 @@
 
 use crate::arch::reason::TRAP;
 use crate::arch::{Refusals, Steps};
-use crate::symbols;
+use crate::{nokprobe, symbols};
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::c_str;
 use kernel::ffi::c_void;
@@ -105,24 +106,6 @@ const TRAP_STOP_PREFIXES: &[&[u8]] = &[
 /// The same, by substring: the Rust runtime's panic paths in vmlinux
 /// (`core::panicking::*`, `rust_begin_unwind`).
 const TRAP_STOP_SUBSTRINGS: &[&[u8]] = &[b"panicking", b"rust_begin_unwind"];
-
-/// Reason: a `NOKPROBE_SYMBOL()` of the running kernel's that the list
-/// from the source lacks (`kp_smoke.smoke_blacklist_covers_the_kernels`
-/// fails on it).
-pub(crate) const STALE: &CStr =
-    c_str!("NOKPROBE_SYMBOL, not in the engine's list (scripts/gen-nokprobe.py)");
-
-/// Whether the kernel source marks the function `name` (a clone's
-/// `name.isra.0`, `name.llvm.123`, ... included) `NOKPROBE_SYMBOL()` or
-/// `__kprobes`. A kernel without kprobes keeps no trace of either, and
-/// still must not have them probed: `return_address()`, which lockdep's
-/// irq tracing calls on arm64's exception exit, hit itself until `die()`
-/// deadlocked the machine (kp_mass on arm64-hardened).
-fn listed_in_source(name: &[u8]) -> bool {
-    let base = name.split(|&c| c == b'.').next().unwrap_or(name);
-    crate::nokprobe_names::GENERIC.binary_search(&base).is_ok()
-        || crate::arch::NOKPROBE_NAMES.binary_search(&base).is_ok()
-}
 
 /// One refused range.
 pub(crate) struct Range {
@@ -200,9 +183,31 @@ fn add_section(v: &mut KVec<Range>, s: &CStr, e: &CStr, reason: &'static CStr) -
 
 fn add_function(v: &mut KVec<Range>, addr: usize, reason: &'static CStr) -> Result {
     if let Some(sym) = symbols::symbol_at(addr) {
-        add(v, sym.start, sym.start + sym.size, reason)?;
+        add(v, sym.start, sym.start.saturating_add(sym.size), reason)?;
     }
     Ok(())
+}
+
+/// Refuses every vmlinux function named `func` (static functions can
+/// share a name) as [`nokprobe::STALE`].
+fn add_stale(v: &mut KVec<Range>, func: &[u8]) -> Result {
+    let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
+    let Some(cname) = buf.get_mut(..func.len().saturating_add(1)) else {
+        return Ok(());
+    };
+    if let Some(d) = cname.get_mut(..func.len()) {
+        d.copy_from_slice(func);
+    }
+    let Ok(cname) = CStr::from_bytes_with_nul(cname) else {
+        return Ok(());
+    };
+    let mut r = Ok(());
+    symbols::for_each_match(cname, |f| {
+        if r.is_ok() {
+            r = add_function(v, f, nokprobe::STALE);
+        }
+    });
+    r
 }
 
 /// Builds the list. Process context, after `symbols::init()`.
@@ -242,7 +247,7 @@ pub(crate) fn init() -> Result {
                 r = add(
                     &mut v,
                     sym.start,
-                    sym.start + sym.size,
+                    sym.start.saturating_add(sym.size),
                     c_str!("called from noinstr/entry code"),
                 );
                 callees += 1;
@@ -290,55 +295,50 @@ pub(crate) fn init() -> Result {
     }
     let trap = add_trap_callees(&mut v)?;
     let sections = v.len();
-    let mut nokprobe = Ok(0usize);
-    let mut sanitizer = Ok(0usize);
+    // A kernel with kprobes: what its `.kprobes.text` holds must be in the
+    // list from the source too (the section itself is refused above).
+    let kprobes_text = match (
+        symbols::lookup_name(c_str!("__kprobes_text_start")),
+        symbols::lookup_name(c_str!("__kprobes_text_end")),
+    ) {
+        (Some(a), Some(b)) => a..b,
+        _ => 0..0,
+    };
+    let (mut listed, mut sanitizer) = (0usize, 0usize);
+    let mut r = Ok(());
     symbols::for_each_symbol(|name, addr| {
-        if SANITIZER_PREFIXES.iter().any(|p| name.starts_with(p)) && symbols::in_kernel_text(addr) {
-            sanitizer = sanitizer.and_then(|n| {
-                add_function(
-                    &mut v,
-                    addr,
-                    c_str!("sanitizer runtime (instrumented code calls it)"),
-                )
-                .map(|()| n + 1)
-            });
-            return sanitizer.is_ok();
-        }
-        if listed_in_source(name) && symbols::in_kernel_text(addr) {
-            nokprobe = nokprobe.and_then(|n| {
-                add_function(&mut v, addr, c_str!("NOKPROBE_SYMBOL")).map(|()| n + 1)
-            });
-            return nokprobe.is_ok();
-        }
-        // The live list, where the kernel has kprobes: what the list from
-        // the source lacks (a newer kernel than the one it was made from).
-        let Some(func) = name.strip_prefix(b"_kbl_addr_") else {
-            return true;
+        let before = v.len();
+        let text = symbols::in_kernel_text(addr);
+        let count = if SANITIZER_PREFIXES.iter().any(|p| name.starts_with(p)) && text {
+            r = add_function(
+                &mut v,
+                addr,
+                c_str!("sanitizer runtime (instrumented code calls it)"),
+            );
+            &mut sanitizer
+        } else if nokprobe::listed(name) && text {
+            r = add_function(&mut v, addr, c_str!("NOKPROBE_SYMBOL"));
+            &mut listed
+        } else if kprobes_text.contains(&addr) && !nokprobe::is_section_marker(name) {
+            nokprobe::warn_stale(name);
+            r = add_function(&mut v, addr, nokprobe::STALE);
+            &mut listed
+        } else {
+            // The live list, where the kernel has kprobes: what the list
+            // from the source lacks (a newer kernel than it was made from).
+            match name.strip_prefix(b"_kbl_addr_") {
+                Some(func) if !nokprobe::listed(func) => {
+                    nokprobe::warn_stale(func);
+                    r = add_stale(&mut v, func);
+                    &mut listed
+                }
+                _ => return true,
+            }
         };
-        if listed_in_source(func) {
-            return true;
-        }
-        let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
-        let Some(cname) = buf.get_mut(..func.len() + 1) else {
-            return true;
-        };
-        cname[..func.len()].copy_from_slice(func);
-        let Ok(cname) = CStr::from_bytes_with_nul(cname) else {
-            return true;
-        };
-        // Static functions can share a name: refuse every one of them.
-        symbols::for_each_match(cname, |f| {
-            nokprobe = nokprobe.and_then(|n| add_function(&mut v, f, STALE).map(|()| n + 1));
-        });
-        pr_warn!(
-            "blacklist: NOKPROBE_SYMBOL({}) is not in the list from the kernel source \
-             (run scripts/gen-nokprobe.py)\n",
-            cname.to_str().unwrap_or("?")
-        );
-        nokprobe.is_ok()
+        *count = count.saturating_add(v.len().saturating_sub(before));
+        r.is_ok()
     });
-    let nokprobe = nokprobe?;
-    let sanitizer = sanitizer?;
+    r?;
     for &(name, reason) in crate::arch::BLACKLIST_FUNCS {
         let mut r = Ok(());
         symbols::for_each_match(name, |a| {
@@ -360,9 +360,11 @@ pub(crate) fn init() -> Result {
         trap.added,
         trap.roots,
         TRAP_DEPTH,
-        nokprobe,
+        listed,
         sanitizer,
-        n - sections - nokprobe - sanitizer
+        n.saturating_sub(sections)
+            .saturating_sub(listed)
+            .saturating_sub(sanitizer)
     );
     Ok(())
 }

@@ -30,6 +30,7 @@ mod kretprobe;
 mod ksym;
 mod lock;
 mod missed;
+mod nokprobe;
 mod nokprobe_names;
 mod optimize;
 mod percpu;

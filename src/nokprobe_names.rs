@@ -8,7 +8,13 @@
 /// Function names, sorted, with the file that marks each.
 #[rustfmt::skip]
 pub(crate) const GENERIC: &[&[u8]] = &[
+    b"__fentry_trace_func",              // kernel/trace/trace_fprobe.c (nokprobe_inline)
+    b"__fexit_trace_func",               // kernel/trace/trace_fprobe.c (nokprobe_inline)
+    b"__ftrace_ops_list_func",           // kernel/trace/ftrace.c (nokprobe_inline)
+    b"__get_data_size",                  // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
+    b"__kprobe_trace_func",              // kernel/trace/trace_kprobe.c (nokprobe_inline)
     b"__kretprobe_find_ret_addr",        // kernel/kprobes.c
+    b"__kretprobe_trace_func",           // kernel/trace/trace_kprobe.c (nokprobe_inline)
     b"__kretprobe_trampoline_handler",   // kernel/kprobes.c
     b"__rcu_irq_enter_check_tick",       // kernel/rcu/tree.c
     b"__rethook_find_ret_addr",          // kernel/trace/rethook.c
@@ -29,6 +35,14 @@ pub(crate) const GENERIC: &[&[u8]] = &[
     b"fentry_dispatcher",                // kernel/trace/trace_fprobe.c
     b"fentry_perf_func",                 // kernel/trace/trace_fprobe.c
     b"fentry_trace_func",                // kernel/trace/trace_fprobe.c
+    b"fetch_apply_bitfield",             // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
+    b"fetch_store_raw",                  // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
+    b"fetch_store_string",               // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"fetch_store_string_user",          // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"fetch_store_strlen",               // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"fetch_store_strlen_user",          // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"fetch_store_symstring",            // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
+    b"fetch_store_symstrlen",            // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
     b"fexit_dispatcher",                 // kernel/trace/trace_fprobe.c
     b"fexit_perf_func",                  // kernel/trace/trace_fprobe.c
     b"fexit_trace_func",                 // kernel/trace/trace_fprobe.c
@@ -36,8 +50,13 @@ pub(crate) const GENERIC: &[&[u8]] = &[
     b"fprobe_handler",                   // kernel/trace/fprobe.c
     b"free_rp_inst_rcu",                 // kernel/kprobes.c
     b"ftrace_ops_assist_func",           // kernel/trace/ftrace.c
+    b"get_event_field",                  // kernel/trace/trace_eprobe.c (nokprobe_inline)
     b"get_kprobe",                       // kernel/kprobes.c
+    b"get_kretprobe",                    // include/linux/kprobes.h (nokprobe_inline)
+    b"get_kretprobe_retaddr",            // include/linux/kprobes.h (nokprobe_inline)
+    b"get_loc_data",                     // kernel/trace/trace_probe.h (nokprobe_inline)
     b"invoke_sdei_fn",                   // drivers/firmware/arm_sdei.c
+    b"is_kretprobe_trampoline",          // include/linux/kprobes.h (nokprobe_inline)
     b"kgdb_arch_pc",                     // kernel/debug/debug_core.c
     b"kgdb_arch_remove_breakpoint",      // kernel/debug/debug_core.c
     b"kgdb_arch_set_breakpoint",         // kernel/debug/debug_core.c
@@ -54,14 +73,17 @@ pub(crate) const GENERIC: &[&[u8]] = &[
     b"kprobe_dispatcher",                // kernel/trace/trace_kprobe.c
     b"kprobe_exceptions_notify",         // kernel/kprobes.c
     b"kprobe_flush_task",                // kernel/kprobes.c
+    b"kprobe_page_fault",                // include/linux/kprobes.h (nokprobe_inline)
     b"kprobe_perf_func",                 // kernel/trace/trace_kprobe.c
     b"kprobe_trace_func",                // kernel/trace/trace_kprobe.c
     b"kprobes_inc_nmissed_count",        // kernel/kprobes.c
     b"kretprobe_dispatcher",             // kernel/trace/trace_kprobe.c
-    b"kretprobe_find_ret_addr",          // kernel/kprobes.c
+    b"kretprobe_find_ret_addr",          // include/linux/kprobes.h (nokprobe_inline)
     b"kretprobe_perf_func",              // kernel/trace/trace_kprobe.c
     b"kretprobe_rethook_handler",        // kernel/kprobes.c
     b"kretprobe_trace_func",             // kernel/trace/trace_kprobe.c
+    b"kretprobe_trampoline_addr",        // include/linux/kprobes.h (nokprobe_inline)
+    b"kretprobe_trampoline_handler",     // include/linux/kprobes.h (nokprobe_inline)
     b"lock_is_held_type",                // kernel/locking/lockdep.c
     b"nmi_cpu_backtrace",                // lib/nmi_backtrace.c
     b"notifier_call_chain",              // kernel/notifier.c
@@ -73,7 +95,11 @@ pub(crate) const GENERIC: &[&[u8]] = &[
     b"preempt_count_add",                // kernel/sched/core.c
     b"preempt_count_sub",                // kernel/sched/core.c
     b"preempt_schedule",                 // kernel/sched/core.c
+    b"probe_mem_read",                   // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"probe_mem_read_user",              // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"process_common_fetch_insn",        // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
     b"process_fetch_insn",               // kernel/trace/trace_eprobe.c
+    b"process_fetch_insn_bottom",        // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
     b"recycle_rp_inst",                  // kernel/kprobes.c
     b"rethook_find_ret_addr",            // kernel/trace/rethook.c
     b"rethook_hook",                     // kernel/trace/rethook.c
@@ -85,16 +111,32 @@ pub(crate) const GENERIC: &[&[u8]] = &[
     b"sdei_event_handler",               // drivers/firmware/arm_sdei.c
     b"sdei_smccc_hvc",                   // drivers/firmware/arm_sdei.c
     b"sdei_smccc_smc",                   // drivers/firmware/arm_sdei.c
+    b"set_data_loc",                     // kernel/trace/trace_probe_kernel.h (nokprobe_inline)
+    b"start_critical_timing",            // kernel/trace/trace_irqsoff.c (nokprobe_inline)
     b"start_critical_timings",           // kernel/trace/trace_irqsoff.c
+    b"stop_critical_timing",             // kernel/trace/trace_irqsoff.c (nokprobe_inline)
     b"stop_critical_timings",            // kernel/trace/trace_irqsoff.c
+    b"store_trace_args",                 // kernel/trace/trace_probe_tmpl.h (nokprobe_inline)
     b"store_trace_entry_data",           // kernel/trace/trace_probe.c
     b"trace_fprobe_entry_handler",       // kernel/trace/trace_fprobe.c
     b"trace_hardirqs_off",               // kernel/trace/trace_preemptirq.c
     b"trace_hardirqs_off_finish",        // kernel/trace/trace_preemptirq.c
     b"trace_hardirqs_on",                // kernel/trace/trace_preemptirq.c
     b"trace_hardirqs_on_prepare",        // kernel/trace/trace_preemptirq.c
+    b"trace_kprobe_address",             // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_has_gone",            // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_is_registered",       // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_is_return",           // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_module_exist",        // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_nhit",                // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_offset",              // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_primary_from_call",   // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_symbol",              // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_kprobe_within_module",       // kernel/trace/trace_kprobe.c (nokprobe_inline)
+    b"trace_uprobe_primary_from_call",   // kernel/trace/trace_uprobe.c (nokprobe_inline)
     b"tracer_hardirqs_off",              // kernel/trace/trace_irqsoff.c
     b"tracer_hardirqs_on",               // kernel/trace/trace_irqsoff.c
+    b"update_data_loc",                  // kernel/trace/trace_probe.h (nokprobe_inline)
     b"user_enter_callable",              // kernel/context_tracking.c
     b"user_exit_callable",               // kernel/context_tracking.c
 ];

@@ -5,7 +5,7 @@
 //! marked `NOKPROBE`, and the sections and spans refused whole.
 
 use super::*;
-use crate::arch::reason::{ASM, TRAP};
+use crate::arch::reason::TRAP;
 
 impl Refusals for Arch {
     /// Functions never to probe, with the reason: the arm64 trap path (BRK
@@ -41,15 +41,14 @@ impl Refusals for Arch {
         (kernel::c_str!("notify_die"), TRAP),
         (kernel::c_str!("atomic_notifier_call_chain"), TRAP),
         (kernel::c_str!("notifier_call_chain"), TRAP),
-        // NOKPROBE() in arch/arm64/kernel/{entry,entry-ftrace}.S.
-        (kernel::c_str!("_mcount"), ASM),
-        (kernel::c_str!("cpu_switch_to"), ASM),
-        (kernel::c_str!("ret_from_fork"), ASM),
-        (kernel::c_str!("call_on_irq_stack"), ASM),
-        (kernel::c_str!("__sdei_asm_entry_trampoline"), ASM),
-        (kernel::c_str!("__sdei_asm_exit_trampoline"), ASM),
-        (kernel::c_str!("__sdei_asm_handler"), ASM),
-        (kernel::c_str!("__sdei_handler_abort"), ASM),
+        // The kernel's `__kprobes` is_spurious_el1_translation_fault(), which
+        // clang inlines here where kprobes are off (arm64-hardened).
+        (
+            kernel::c_str!("__do_kernel_fault"),
+            kernel::c_str!("inlines a __kprobes function of the kernel's"),
+        ),
+        // Assembly marked NOKPROBE() is in the generated list
+        // (nokprobe_names.rs).
     ];
 
     /// The kernel's own list for this arch's code, read from its source

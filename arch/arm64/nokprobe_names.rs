@@ -28,6 +28,11 @@ pub(crate) const NOKPROBE_NAMES: &[&[u8]] = &[
     b"__deactivate_traps",                // arch/arm64/kvm/hyp/vhe/switch.c
     b"__hyp_call_panic",                  // arch/arm64/kvm/hyp/vhe/switch.c
     b"__kvm_vcpu_run_vhe",                // arch/arm64/kvm/hyp/vhe/switch.c
+    b"__sdei_asm_entry_trampoline",       // arch/arm64/kernel/entry.S (asm)
+    b"__sdei_asm_exit_trampoline",        // arch/arm64/kernel/entry.S (asm)
+    b"__sdei_asm_handler",                // arch/arm64/kernel/entry.S (asm)
+    b"__sdei_handler_abort",              // arch/arm64/kernel/entry.S (asm)
+    b"_mcount",                           // arch/arm64/kernel/entry-ftrace.S (asm)
     b"aarch64_get_imm_shift_mask",        // arch/arm64/lib/insn.c (__kprobes)
     b"aarch64_insn_encode_immediate",     // arch/arm64/lib/insn.c (__kprobes)
     b"aarch64_insn_gen_branch_imm",       // arch/arm64/lib/insn.c (__kprobes)
@@ -49,11 +54,13 @@ pub(crate) const NOKPROBE_NAMES: &[&[u8]] = &[
     b"arm_kprobe_decode_insn",            // arch/arm64/kernel/probes/decode-insn.c (__kprobes)
     b"arm_probe_decode_insn",             // arch/arm64/kernel/probes/decode-insn.c (__kprobes)
     b"call_el1_break_hook",               // arch/arm64/kernel/debug-monitors.c
+    b"call_on_irq_stack",                 // arch/arm64/kernel/entry.S (asm)
     b"check_cbnz",                        // arch/arm64/kernel/probes/simulate-insn.c (__kprobes)
     b"check_cbz",                         // arch/arm64/kernel/probes/simulate-insn.c (__kprobes)
     b"check_tbnz",                        // arch/arm64/kernel/probes/simulate-insn.c (__kprobes)
     b"check_tbz",                         // arch/arm64/kernel/probes/simulate-insn.c (__kprobes)
     b"clear_user_regs_spsr_ss",           // arch/arm64/kernel/debug-monitors.c
+    b"cpu_switch_to",                     // arch/arm64/kernel/entry.S (asm)
     b"debug_exception_enter",             // arch/arm64/kernel/entry-common.c
     b"debug_exception_exit",              // arch/arm64/kernel/entry-common.c
     b"debug_exception_level",             // arch/arm64/kernel/hw_breakpoint.c
@@ -91,6 +98,7 @@ pub(crate) const NOKPROBE_NAMES: &[&[u8]] = &[
     b"read_wb_reg",                       // arch/arm64/kernel/hw_breakpoint.c
     b"reenter_kprobe",                    // arch/arm64/kernel/probes/kprobes.c (__kprobes)
     b"restore_previous_kprobe",           // arch/arm64/kernel/probes/kprobes.c (__kprobes)
+    b"ret_from_fork",                     // arch/arm64/kernel/entry.S (asm)
     b"return_address",                    // arch/arm64/kernel/return_address.c
     b"save_previous_kprobe",              // arch/arm64/kernel/probes/kprobes.c (__kprobes)
     b"save_return_addr",                  // arch/arm64/kernel/return_address.c

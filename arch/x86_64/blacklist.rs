@@ -5,7 +5,12 @@
 //! sections nobody may probe.
 
 use super::*;
-use crate::arch::reason::{ASM, TRAP};
+use crate::arch::reason::TRAP;
+
+/// Assembly marked `_ASM_NOKPROBE` through a macro the list from the
+/// source (`nokprobe_names.rs`) does not expand, or that its own section
+/// of a kernel with kprobes refuses.
+const ASM: &kernel::str::CStr = kernel::c_str!("asm NOKPROBE");
 
 impl Refusals for Arch {
     /// Functions never to probe, with the reason: the x86_64 trap path up to the

@@ -8,47 +8,79 @@
 /// Function names, sorted, with the file that marks each.
 #[rustfmt::skip]
 pub(crate) const NOKPROBE_NAMES: &[&[u8]] = &[
-    b"__die",                            // arch/x86/kernel/dumpstack.c
-    b"__die_body",                       // arch/x86/kernel/dumpstack.c
-    b"__die_header",                     // arch/x86/kernel/dumpstack.c
-    b"arch_rethook_fixup_return",        // arch/x86/kernel/rethook.c
-    b"arch_rethook_prepare",             // arch/x86/kernel/rethook.c
-    b"arch_rethook_trampoline",          // arch/x86/kernel/rethook.c
-    b"arch_rethook_trampoline_callback", // arch/x86/kernel/rethook.c
-    b"do_int3",                          // arch/x86/kernel/traps.c
-    b"do_kern_addr_fault",               // arch/x86/mm/fault.c
-    b"do_trap",                          // arch/x86/kernel/traps.c
-    b"do_user_addr_fault",               // arch/x86/mm/fault.c
-    b"io_check_error",                   // arch/x86/kernel/nmi.c
-    b"kprobe_emulate_call",              // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_call_indirect",     // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_ifmodifiers",       // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_jcc",               // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_jmp",               // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_jmp_indirect",      // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_loop",              // arch/x86/kernel/kprobes/core.c
-    b"kprobe_emulate_ret",               // arch/x86/kernel/kprobes/core.c
-    b"kprobe_fault_handler",             // arch/x86/kernel/kprobes/core.c
-    b"kprobe_ftrace_handler",            // arch/x86/kernel/kprobes/ftrace.c
-    b"kprobe_int3_handler",              // arch/x86/kernel/kprobes/core.c
-    b"kprobe_post_process",              // arch/x86/kernel/kprobes/core.c
-    b"native_load_idt",                  // arch/x86/kernel/paravirt.c
-    b"nmi_cpu_backtrace_handler",        // arch/x86/kernel/apic/hw_nmi.c
-    b"nmi_handle",                       // arch/x86/kernel/nmi.c
-    b"oops_begin",                       // arch/x86/kernel/dumpstack.c
-    b"oops_end",                         // arch/x86/kernel/dumpstack.c
-    b"optimized_callback",               // arch/x86/kernel/kprobes/opt.c
-    b"override_function_with_return",    // arch/x86/lib/error-inject.c
-    b"pci_serr_error",                   // arch/x86/kernel/nmi.c
-    b"perf_event_nmi_handler",           // arch/x86/events/core.c
-    b"perf_ibs_nmi_handler",             // arch/x86/events/amd/ibs.c
-    b"reenter_kprobe",                   // arch/x86/kernel/kprobes/core.c
-    b"resume_singlestep",                // arch/x86/kernel/kprobes/core.c
-    b"setup_detour_execution",           // arch/x86/kernel/kprobes/opt.c
-    b"setup_singlestep",                 // arch/x86/kernel/kprobes/core.c
-    b"spurious_kernel_fault",            // arch/x86/mm/fault.c
-    b"synthesize_relcall",               // arch/x86/kernel/kprobes/core.c
-    b"synthesize_reljump",               // arch/x86/kernel/kprobes/core.c
-    b"unknown_nmi_error",                // arch/x86/kernel/nmi.c
-    b"vmalloc_fault",                    // arch/x86/mm/fault.c
+    b"__die",                               // arch/x86/kernel/dumpstack.c
+    b"__die_body",                          // arch/x86/kernel/dumpstack.c
+    b"__die_header",                        // arch/x86/kernel/dumpstack.c
+    b"__synthesize_relative_insn",          // arch/x86/kernel/kprobes/core.c (nokprobe_inline)
+    b"arch_rethook_fixup_return",           // arch/x86/kernel/rethook.c
+    b"arch_rethook_prepare",                // arch/x86/kernel/rethook.c
+    b"arch_rethook_trampoline",             // arch/x86/kernel/rethook.c
+    b"arch_rethook_trampoline_callback",    // arch/x86/kernel/rethook.c
+    b"common_interrupt_return",             // arch/x86/entry/entry_64.S (asm)
+    b"do_int3",                             // arch/x86/kernel/traps.c
+    b"do_kern_addr_fault",                  // arch/x86/mm/fault.c
+    b"do_trap",                             // arch/x86/kernel/traps.c
+    b"do_trap_no_signal",                   // arch/x86/kernel/traps.c (nokprobe_inline)
+    b"do_user_addr_fault",                  // arch/x86/mm/fault.c
+    b"io_check_error",                      // arch/x86/kernel/nmi.c
+    b"kmmio_fault",                         // arch/x86/mm/fault.c (nokprobe_inline)
+    b"kprobe_emulate_call",                 // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_call_indirect",        // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_ifmodifiers",          // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_jcc",                  // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_jmp",                  // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_jmp_indirect",         // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_loop",                 // arch/x86/kernel/kprobes/core.c
+    b"kprobe_emulate_ret",                  // arch/x86/kernel/kprobes/core.c
+    b"kprobe_fault_handler",                // arch/x86/kernel/kprobes/core.c
+    b"kprobe_ftrace_handler",               // arch/x86/kernel/kprobes/ftrace.c
+    b"kprobe_int3_handler",                 // arch/x86/kernel/kprobes/core.c
+    b"kprobe_is_ss",                        // arch/x86/kernel/kprobes/core.c (nokprobe_inline)
+    b"kprobe_post_process",                 // arch/x86/kernel/kprobes/core.c
+    b"native_load_idt",                     // arch/x86/kernel/paravirt.c
+    b"nmi_cpu_backtrace_handler",           // arch/x86/kernel/apic/hw_nmi.c
+    b"nmi_handle",                          // arch/x86/kernel/nmi.c
+    b"oops_begin",                          // arch/x86/kernel/dumpstack.c
+    b"oops_end",                            // arch/x86/kernel/dumpstack.c
+    b"optimized_callback",                  // arch/x86/kernel/kprobes/opt.c
+    b"override_function_with_return",       // arch/x86/lib/error-inject.c
+    b"pci_serr_error",                      // arch/x86/kernel/nmi.c
+    b"perf_event_nmi_handler",              // arch/x86/events/core.c
+    b"perf_ibs_nmi_handler",                // arch/x86/events/amd/ibs.c
+    b"reenter_kprobe",                      // arch/x86/kernel/kprobes/core.c
+    b"restore_previous_kprobe",             // arch/x86/kernel/kprobes/core.c (nokprobe_inline)
+    b"resume_singlestep",                   // arch/x86/kernel/kprobes/core.c
+    b"save_previous_kprobe",                // arch/x86/kernel/kprobes/core.c (nokprobe_inline)
+    b"set_current_kprobe",                  // arch/x86/kernel/kprobes/core.c (nokprobe_inline)
+    b"setup_detour_execution",              // arch/x86/kernel/kprobes/opt.c
+    b"setup_singlestep",                    // arch/x86/kernel/kprobes/core.c
+    b"spurious_kernel_fault",               // arch/x86/mm/fault.c
+    b"synthesize_relcall",                  // arch/x86/kernel/kprobes/core.c
+    b"synthesize_reljump",                  // arch/x86/kernel/kprobes/core.c
+    b"unknown_nmi_error",                   // arch/x86/kernel/nmi.c
+    b"vmalloc_fault",                       // arch/x86/mm/fault.c
+    b"xen_asm_exc_alignment_check",         // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_bounds",                  // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_control_protection",      // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_coproc_segment_overrun",  // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_coprocessor_error",       // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_device_not_available",    // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_divide_error",            // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_general_protection",      // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_int3",                    // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_invalid_op",              // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_invalid_tss",             // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_overflow",                // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_page_fault",              // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_segment_not_present",     // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_simd_coprocessor_error",  // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_spurious_interrupt_bug",  // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_stack_segment",           // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_xen_hypervisor_callback", // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_exc_xen_unknown_trap",        // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_int80_emulation",             // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_xenpv_exc_debug",             // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_xenpv_exc_double_fault",      // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_xenpv_exc_machine_check",     // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
+    b"xen_asm_xenpv_exc_nmi",               // arch/x86/xen/xen-asm.S (asm, xen_pv_trap)
 ];
