@@ -58,23 +58,33 @@ pub(crate) fn on_break(addr: usize, regs: &mut bindings::pt_regs) -> bool {
     if cpu.depth() > 0 || !arch::Arch::handlers_may_run() {
         // A hit while this CPU handles another (or where a probe hit in
         // what the handlers call would be lost: `Traps::handlers_may_run`):
-        // count it, run no handler, still execute the instruction.
-        if cpu.depth() >= MAX_DEPTH {
-            // Nested deeper than we track: let the kernel report it loudly.
-            return false;
-        }
-        for p in enabled(point) {
-            p.count_missed();
-        }
-        crate::missed::count(&crate::missed::REENTRY);
+        // count it, run no handler, still execute the instruction. Only a
+        // step takes a level; the rest keeps no state, so it works at any
+        // depth (a probe that the way out of its own trap hits again, or
+        // one in what `die()` runs then: with every level taken, such hits
+        // went to the kernel as stray breakpoints, and `die()` hitting
+        // them deadlocked on its own lock instead of reporting).
         let resume = point.opt.resume();
         if resume != 0 {
             // Jump-optimized (or about to be): the detour runs the covered
             // instructions.
             arch::regs::set_ip(regs, resume);
         } else if !arch::Arch::simulate(point.addr, &point.insn, regs) {
-            step(cpu, frame(stage::STEPPING_MISSED), regs);
+            if arch::Arch::boostable(&point.insn) {
+                // No handler to run after it: the copy jumps back by itself.
+                arch::Arch::setup_boost(point.addr, &point.insn, regs);
+            } else if cpu.depth() >= MAX_DEPTH {
+                // Nested deeper than we track: let the kernel report it
+                // loudly.
+                return false;
+            } else {
+                step(cpu, frame(stage::STEPPING_MISSED), regs);
+            }
         }
+        for p in enabled(point) {
+            p.count_missed();
+        }
+        crate::missed::count(&crate::missed::REENTRY);
         return true;
     }
     let Some(level) = cpu.push(frame(stage::HANDLERS)) else {

@@ -143,6 +143,72 @@ fn test_kprobes(t: &mut Test) {
     kp_expect_eq!(t, HANDLER_ERRORS.load(Ordering::SeqCst), 0);
 }
 
+static NESTED_HITS: AtomicU32 = AtomicU32::new(0);
+
+/// Calls the function its probe sits in: a nested hit of the same probe.
+///
+/// # Safety
+///
+/// Called by the engine.
+unsafe extern "C" fn nested_pre(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
+    NESTED_HITS.fetch_add(1, Ordering::SeqCst);
+    kp_kunit_recursed_target(RAND1.load(Ordering::SeqCst));
+    0
+}
+
+/// A probe hit again inside its own handler on the trap path (not an
+/// ftrace entry, as in `test_kprobe_missed`): counted as missed, no handler
+/// run, the instruction executed (since 2026-12-05 from the copy that
+/// jumps back by itself, keeping no per-CPU level; no counter shows which
+/// copy ran).
+fn test_kprobe_missed_in_trap(t: &mut Test) {
+    let rand1 = setup_rand();
+    let f = crate::kp::lookup_symbol(c"kp_kunit_recursed_target").map_or(0, |s| s.addr);
+    kp_expect!(t, f != 0);
+    if f == 0 {
+        return;
+    }
+    // The first instruction past the entry that the trap path serves.
+    let mut off = 0usize;
+    let mut kp = KpKprobe::new();
+    let mut found = false;
+    for _ in 0..6 {
+        let mut insn = crate::kp::KpInsn {
+            addr: 0,
+            len: 0,
+            flags: 0,
+            target: 0,
+        };
+        // SAFETY: `insn` is ours.
+        if unsafe { crate::kp::kp_decode_insn((f + off) as c_ulong, &mut insn) } != 0 {
+            break;
+        }
+        kp = KpKprobe::new();
+        kp.addr = (f + off) as *mut _;
+        kp.pre_handler = Some(nested_pre);
+        if register(&mut kp) == 0 {
+            if kp.flags & crate::kp::KP_FLAG_FTRACE == 0 {
+                found = true;
+                break;
+            }
+            unregister(&mut kp);
+        }
+        off += insn.len as usize;
+    }
+    kp_expect!(t, found, "no trap-served instruction in the first six");
+    if !found {
+        return;
+    }
+    NESTED_HITS.store(0, Ordering::SeqCst);
+    let before = crate::kp::stats();
+    kp_expect_eq!(t, kp_kunit_recursed_target(rand1), rand1 / div());
+    let after = crate::kp::stats();
+    kp_expect_eq!(t, NESTED_HITS.load(Ordering::SeqCst), 1, "+{:#x}", off);
+    kp_expect_eq!(t, kp.nmissed, 1);
+    kp_expect_eq!(t, after.missed_reentry - before.missed_reentry, 1);
+    unregister(&mut kp);
+}
+
 fn test_kprobe_missed(t: &mut Test) {
     let rand1 = setup_rand();
     let mut kp = probe_on(c"kp_kunit_recursed_target");
@@ -629,6 +695,7 @@ kunit_suite!(
         test_kprobe,
         test_kprobes,
         test_kprobe_missed,
+        test_kprobe_missed_in_trap,
         aggregate_three_every_order,
         aggregate_pre_handler_stops_the_rest,
         enable_disable,
