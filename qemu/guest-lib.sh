@@ -1474,3 +1474,9 @@ fgraph_kret() {
 	echo "fgraph_kret: $graphed graphed calls, $real returns with a real caller ($enoent ENOENT), $lies through return_to_handler, $via entries after the tracer's, $shadow returns from the engine's own shadow-stack records"
 	[ "$graphed" -gt 0 ] && [ "$real" -gt 0 ] && [ "$enoent" -gt 0 ] && [ "$lies" = 0 ] && [ $((via + shadow)) -gt 0 ]
 }
+
+# The engine's blacklist, with reasons (KP_CMDLINE=kp_guest_fn=dump_blacklist:
+# what a change to the derivation refuses).
+dump_blacklist() {
+	sed 's/^/KP-BLACKLIST: /' $KP/blacklist
+}

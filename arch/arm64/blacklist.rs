@@ -61,6 +61,13 @@ impl Refusals for Arch {
     /// the derived trap-path blacklist, `src/blacklist.rs`).
     const TRAP_ROOTS: &'static [&'static kernel::str::CStr] = &[
         kernel::c_str!("el1h_64_sync_handler"),
+        // The debug exception's entry and exit accounting (as x86_64's
+        // `irqentry_nmi_enter/exit`), named on their own so that the depth
+        // counts from them: lockdep's irq tracing on the way out calls
+        // `return_address()` and its stack walk (a BRK there hit itself on
+        // every way out: kp_mass, arm64-hardened).
+        kernel::c_str!("arm64_enter_el1_dbg"),
+        kernel::c_str!("arm64_exit_el1_dbg"),
         kernel::c_str!("do_el1_brk64"),
         kernel::c_str!("ftrace_ops_list_func"),
         kernel::c_str!("arch_ftrace_ops_list_func"),
