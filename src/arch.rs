@@ -253,8 +253,9 @@ pub(crate) trait Jumps {
 pub(crate) trait Refusals {
     /// Places the arch adds to the blacklist, with the reason.
     const BLACKLIST_FUNCS: &'static [(&'static CStr, &'static CStr)];
-    /// The kernel's `NOKPROBE_SYMBOL()` and `__kprobes` functions of this
-    /// arch's code, by name, sorted (`scripts/gen-nokprobe.py`).
+    /// What the kernel marks never to probe in this arch's code
+    /// (`NOKPROBE_SYMBOL()`, `__kprobes`, `nokprobe_inline`, assembly
+    /// `NOKPROBE()`), by name, sorted (`scripts/gen-nokprobe.py`).
     const NOKPROBE_NAMES: &'static [&'static [u8]];
     /// Sections refused whole: (first symbol, end symbol, reason).
     const BLACKLIST_SECTIONS: &'static [(&'static CStr, &'static CStr, &'static CStr)];

@@ -542,6 +542,8 @@ pub(crate) fn exit() {
     }
 }
 
+/// Every refused range, in the order `init` found them (a function may be
+/// in several, for different reasons).
 pub(crate) fn ranges() -> &'static [Range] {
     let p = LIST.load(Ordering::Acquire);
     if p.is_null() {
