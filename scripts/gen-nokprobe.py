@@ -150,12 +150,12 @@ def main():
                              capture_output=True, text=True, check=True).stdout.strip()
     generic = scan(ksrc, '.', True)
     write(os.path.join(here, 'src/nokprobe_names.rs'), 'GENERIC',
-          'The kernel\'s `NOKPROBE_SYMBOL()` and `__kprobes` functions outside `arch/`.',
+          'What the kernel marks never to probe, outside `arch/`.',
           generic, version)
     for arch, kdir in (('x86_64', 'arch/x86'), ('arm64', 'arch/arm64')):
         names = {n: p for n, p in scan(ksrc, kdir, False).items() if n not in generic}
         write(os.path.join(here, f'arch/{arch}/nokprobe_names.rs'), 'NOKPROBE_NAMES',
-              f'The kernel\'s `NOKPROBE_SYMBOL()` and `__kprobes` functions in `{kdir}`.',
+              f'What the kernel marks never to probe, in `{kdir}`.',
               names, version)
 
 
