@@ -55,6 +55,11 @@ def line_of(text, pos):
     return text[start:end if end >= 0 else len(text)]
 
 
+def not_code(line):
+    """A comment line, a preprocessor line or a macro body's line."""
+    return line.startswith(('#', '*', '/*', '//')) or line.endswith('\\')
+
+
 def scan(ksrc, top, generic):
     names = {}
     for d, dirs, files in os.walk(os.path.join(ksrc, top)):
@@ -80,7 +85,7 @@ def scan(ksrc, top, generic):
                 names.setdefault(m.group(1), rel)
             for m in KPROBES_ATTR.finditer(text):
                 line = line_of(text, m.start()).strip()
-                if line.startswith(('#', '*', '/*', '//')) or line.endswith('\\'):
+                if not_code(line):
                     continue
                 d2 = KPROBES_DECL.match(text, m.end())
                 if d2:
@@ -89,7 +94,7 @@ def scan(ksrc, top, generic):
                     sys.exit(f'gen-nokprobe: cannot read the function after __kprobes: {rel}: {line}')
             for m in NOKPROBE_INLINE.finditer(text):
                 line = line_of(text, m.start()).strip()
-                if line.startswith(('#', '*', '/*', '//')) or line.endswith('\\'):
+                if not_code(line):
                     continue
                 # The declarator's name: the identifier right before the
                 # first `(`, with only a type's words and `*` before it.

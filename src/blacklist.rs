@@ -189,7 +189,7 @@ fn add_function(v: &mut KVec<Range>, addr: usize, reason: &'static CStr) -> Resu
 }
 
 /// Refuses every vmlinux function named `func` (static functions can
-/// share a name) as [`nokprobe::STALE`].
+/// share a name) as [`nokprobe::STALE`]; `func` is a kallsyms name.
 fn add_stale(v: &mut KVec<Range>, func: &[u8]) -> Result {
     let mut buf = [0u8; crate::ksym::KSYM_NAME_LEN];
     let Some(cname) = buf.get_mut(..func.len().saturating_add(1)) else {
@@ -201,10 +201,15 @@ fn add_stale(v: &mut KVec<Range>, func: &[u8]) -> Result {
     let Ok(cname) = CStr::from_bytes_with_nul(cname) else {
         return Ok(());
     };
+    add_named(v, cname, nokprobe::STALE)
+}
+
+/// Refuses every vmlinux function named `name`.
+fn add_named(v: &mut KVec<Range>, name: &CStr, reason: &'static CStr) -> Result {
     let mut r = Ok(());
-    symbols::for_each_match(cname, |f| {
+    symbols::for_each_match(name, |a| {
         if r.is_ok() {
-            r = add_function(v, f, nokprobe::STALE);
+            r = add_function(v, a, reason);
         }
     });
     r
@@ -340,13 +345,7 @@ pub(crate) fn init() -> Result {
     });
     r?;
     for &(name, reason) in crate::arch::BLACKLIST_FUNCS {
-        let mut r = Ok(());
-        symbols::for_each_match(name, |a| {
-            if r.is_ok() {
-                r = add_function(&mut v, a, reason);
-            }
-        });
-        r?;
+        add_named(&mut v, name, reason)?;
     }
     let n = v.len();
     let b = KBox::new(v, GFP_KERNEL)?;

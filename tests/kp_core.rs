@@ -173,14 +173,8 @@ fn test_kprobe_missed_in_trap(t: &mut Test) {
     let mut kp = KpKprobe::new();
     let mut found = false;
     for _ in 0..6 {
-        let mut insn = crate::kp::KpInsn {
-            addr: 0,
-            len: 0,
-            flags: 0,
-            target: 0,
-        };
-        // SAFETY: `insn` is ours.
-        if unsafe { crate::kp::kp_decode_insn((f + off) as c_ulong, &mut insn) } != 0 {
+        let len = crate::util::insn_len_at(f + off);
+        if len == 0 {
             break;
         }
         kp = KpKprobe::new();
@@ -193,7 +187,7 @@ fn test_kprobe_missed_in_trap(t: &mut Test) {
             }
             unregister(&mut kp);
         }
-        off += insn.len as usize;
+        off += len;
     }
     kp_expect!(t, found, "no trap-served instruction in the first six");
     if !found {

@@ -226,21 +226,18 @@ fn smoke_blacklist_covers_the_kernels(t: &mut Test) {
     // And the list the engine compiles in from the kernel source
     // (`scripts/gen-nokprobe.py`) has every NOKPROBE_SYMBOL() of this
     // kernel: the engine adds what it lacks under its own reason.
-    let (mut listed, mut stale) = (0usize, 0usize);
-    for i in 0.. {
-        // SAFETY: a pure query; null outputs are not written.
-        let r = unsafe { kp::kp_blacklist_range(i, core::ptr::null_mut(), core::ptr::null_mut()) };
-        if r.is_null() {
-            break;
-        }
-        // SAFETY: a static NUL-terminated string of the engine's.
-        let r = unsafe { core::ffi::CStr::from_ptr(r) }.to_bytes();
-        if r == b"NOKPROBE_SYMBOL" {
-            listed += 1;
-        } else if r.starts_with(b"NOKPROBE_SYMBOL,") {
-            stale += 1;
-        }
-    }
+    let Ok(list) = crate::util::ranges() else {
+        kp_expect!(t, false, "out of memory");
+        return;
+    };
+    let listed = list
+        .iter()
+        .filter(|r| r.reason == b"NOKPROBE_SYMBOL")
+        .count();
+    let stale = list
+        .iter()
+        .filter(|r| r.reason.starts_with(b"NOKPROBE_SYMBOL,"))
+        .count();
     t.info(format_args!(
         "{} functions refused from the source list, {} only from the kernel's",
         listed, stale
@@ -283,6 +280,10 @@ fn smoke_nokprobe_from_source(t: &mut Test) {
             c"bsearch",
         ]
     };
+    let Ok(list) = crate::util::ranges() else {
+        kp_expect!(t, false, "out of memory");
+        return;
+    };
     for &name in names {
         let f = kp::lookup_symbol(name).map_or(0, |s| s.addr);
         kp_expect!(t, f != 0, "{:?} not found", name);
@@ -290,21 +291,9 @@ fn smoke_nokprobe_from_source(t: &mut Test) {
             continue;
         }
         // Refused for that reason (other rules may refuse it too).
-        let mut listed = false;
-        for i in 0.. {
-            let mut start = 0usize;
-            // SAFETY: a pure query; `start` is ours.
-            let r = unsafe { kp::kp_blacklist_range(i, &mut start, core::ptr::null_mut()) };
-            if r.is_null() {
-                break;
-            }
-            // SAFETY: a static NUL-terminated string of the engine's.
-            let reason = unsafe { core::ffi::CStr::from_ptr(r) };
-            if start == f && reason.to_bytes() == b"NOKPROBE_SYMBOL" {
-                listed = true;
-                break;
-            }
-        }
+        let listed = list
+            .iter()
+            .any(|r| r.start == f && r.reason == b"NOKPROBE_SYMBOL");
         kp_expect!(t, listed, "{:?} is not refused as NOKPROBE_SYMBOL", name);
         // Its entry, and on arm64 past the ftrace site (at most +0xc).
         let offs: &[u32] = if cfg!(CONFIG_ARM64) { &[0, 0x10] } else { &[0] };

@@ -25,7 +25,7 @@
 use crate::kp::{self, KpKprobe};
 use crate::kp_random::read_text;
 use crate::kunit::Test;
-use crate::util::{register, unregister, EINVAL};
+use crate::util::{ranges, register, unregister, EINVAL};
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
@@ -61,29 +61,6 @@ unsafe extern "C" fn count_trigger(_p: *mut KpKprobe, _r: *mut bindings::pt_regs
 unsafe extern "C" fn count_boundary(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c_int {
     BOUNDARY_HITS.fetch_add(1, Ordering::Relaxed);
     0
-}
-
-/// One refused range of the engine's list.
-struct Range {
-    start: usize,
-    end: usize,
-    reason: &'static [u8],
-}
-
-fn ranges() -> Result<KVec<Range>> {
-    let mut v = KVec::new();
-    for idx in 0.. {
-        let (mut start, mut end) = (0usize, 0usize);
-        // SAFETY: both out-pointers are valid locals.
-        let why = unsafe { kp::kp_blacklist_range(idx, &mut start, &mut end) };
-        if why.is_null() {
-            break;
-        }
-        // SAFETY: the engine returns static NUL-terminated strings.
-        let reason = unsafe { CStr::from_ptr(why) }.to_bytes();
-        v.push(Range { start, end, reason }, GFP_KERNEL)?;
-    }
-    Ok(v)
 }
 
 /// Instruction boundaries of `text` (at `start`), with, for each, the

@@ -98,6 +98,30 @@ pub(crate) fn insn_len_at(addr: usize) -> usize {
     }
 }
 
+/// One refused range of the engine's list (`kp_blacklist_range()`).
+pub(crate) struct Range {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) reason: &'static [u8],
+}
+
+/// The engine's whole list, in its order.
+pub(crate) fn ranges() -> Result<KVec<Range>> {
+    let mut v = KVec::new();
+    for idx in 0.. {
+        let (mut start, mut end) = (0usize, 0usize);
+        // SAFETY: both out-pointers are valid locals.
+        let why = unsafe { kp::kp_blacklist_range(idx, &mut start, &mut end) };
+        if why.is_null() {
+            break;
+        }
+        // SAFETY: the engine returns static NUL-terminated strings.
+        let reason = unsafe { core::ffi::CStr::from_ptr(why) }.to_bytes();
+        v.push(Range { start, end, reason }, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
 /// Whether interrupts are off on this CPU (handlers must run that way) and
 /// lockdep knows it (where it follows them, [`lockdep_irqs_agree`]), as
 /// the kernel sees it: `irqs_disabled()`, which on arm64 with pseudo-NMIs
