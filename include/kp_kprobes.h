@@ -181,8 +181,8 @@ int kp_event_id(const char *group, const char *event);
 struct kp_stats {
 	unsigned long probes;	/* registered kprobes (a kretprobe's entry probe too) */
 	unsigned long points;	/* probed addresses */
-	unsigned long slots;	/* out-of-line slots in use (not those waiting for
-				 * every task to leave them) */
+	unsigned long slots;	/* out-of-line slots and detours in use (not
+				 * those waiting for every task to leave them) */
 	unsigned long kretprobe_instances; /* return instances allocated, those
 				 * of unregistered kretprobes with calls in flight too */
 	unsigned long events;	/* defined probe events */

@@ -198,8 +198,8 @@ pub struct KpStats {
     pub probes: c_ulong,
     /// Probed addresses.
     pub points: c_ulong,
-    /// Out-of-line slots in use (not those waiting for every task to leave
-    /// them).
+    /// Out-of-line slots and jump-optimization detours in use (not those
+    /// waiting for every task to leave them).
     pub slots: c_ulong,
     /// Return instances allocated (those of unregistered kretprobes with
     /// calls in flight too).

@@ -247,6 +247,15 @@ pub(crate) trait Jumps {
     }
     /// Frees the detour after every task left it.
     fn opt_release(_o: &Self::OptInsn) {}
+    /// Detours in use that are not out-of-line slots (an area of the
+    /// backend's own, counted with the slots in `kp_get_stats()`).
+    fn opt_detours_in_use() -> usize {
+        0
+    }
+    /// Makes released detours of such an area free again if it is full
+    /// (waiting for every task to leave them): the optimizer's work, which
+    /// may wait, before it prepares. Registration lock held.
+    fn opt_reclaim(_g: &RegGuard) {}
 }
 
 /// What the backend refuses to probe, and where its trap path starts.

@@ -118,6 +118,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
             return;
         }
         let epoch = EPOCH.load(Ordering::Relaxed);
+        arch::Arch::opt_reclaim(&g);
         registry::for_each_point(&g, |point| {
             try_prepare(&g, point, epoch);
             if pending(point) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Out-of-line instruction slots: allocation.
+//! Out-of-line pieces of the engine's text: allocation.
 //!
 //! The copies execute from slots in the engine's own text, reserved at build
 //! time by the arch backend (`kp_insn_slots`, filled with breakpoints) and
@@ -8,60 +8,188 @@
 //! within reach of the kernel and other modules (x86_64: +-2 GiB for
 //! RIP-relative operands), and this avoids `execmem_alloc()`, which modules
 //! cannot call. Slot size and count come from the backend.
+//!
+//! A backend may reserve other such areas ([`Area`]; x86_64: its
+//! jump-optimization detours, assembled with unwind data); they are
+//! allocated the same way.
 
 use crate::arch::Insns;
 use crate::arch::{NSLOTS, SLOT_SIZE};
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
+
+/// What an [`Area`] is made of.
+pub(crate) trait AreaLayout {
+    /// Bytes per piece.
+    const SIZE: usize;
+    /// Start of the area (a symbol of the engine's text).
+    fn base() -> usize;
+    /// Refills a piece before a deferred reuse.
+    fn clear(piece: usize);
+}
+
+/// An area of equal pieces of the engine's text, `64 * W` of them: one bit
+/// per piece, changed only under the registration lock (atomics only
+/// because areas are `static`).
+pub(crate) struct Area<L: AreaLayout, const W: usize> {
+    used: [AtomicU64; W],
+    /// Pieces freed while a task may still be executing them (boosted
+    /// copies and detours run with interrupts on, so a task can be
+    /// preempted inside one). They become free after
+    /// `synchronize_rcu_tasks()`, which waits until every task has
+    /// voluntarily scheduled, run in user space or idled since.
+    deferred: [AtomicU64; W],
+    layout: PhantomData<L>,
+}
+
+// SAFETY: the layout is only a type; the bitmaps are atomics.
+unsafe impl<L: AreaLayout, const W: usize> Sync for Area<L, W> {}
+
+impl<L: AreaLayout, const W: usize> Area<L, W> {
+    /// Pieces in the area.
+    pub(crate) const LEN: usize = 64 * W;
+
+    /// Every piece free.
+    pub(crate) const fn new() -> Self {
+        Area {
+            used: [const { AtomicU64::new(0) }; W],
+            deferred: [const { AtomicU64::new(0) }; W],
+            layout: PhantomData,
+        }
+    }
+
+    /// Frees a piece that a preempted task may still be in. Registration
+    /// lock.
+    pub(crate) fn free_deferred(&self, piece: usize) {
+        let i = self.index_of(piece);
+        match self.deferred.get(i / 64) {
+            Some(w) => {
+                w.fetch_or(1 << (i % 64), Ordering::Relaxed);
+            }
+            None => kernel::pr_err!("freeing {:#x}: not in the area\n", piece),
+        }
+    }
+
+    /// Waits for tasks to leave deferred pieces and frees them. Registration
+    /// lock held; process context. Returns whether any was freed.
+    pub(crate) fn reclaim_deferred(&self) -> bool {
+        if self.deferred.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
+            return false;
+        }
+        // SAFETY: process context.
+        unsafe { kernel::bindings::synchronize_rcu_tasks() };
+        for (w, word) in self.deferred.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::Relaxed);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let piece = self.at(w * 64 + b);
+                L::clear(piece);
+                self.free(piece);
+            }
+        }
+        true
+    }
+
+    /// Takes a free piece. Registration lock held.
+    pub(crate) fn alloc(&self) -> Option<usize> {
+        if self.full() {
+            self.reclaim_deferred();
+        }
+        self.alloc_now()
+    }
+
+    /// Takes a free piece without waiting for deferred ones (`None` when
+    /// there is none). Registration lock held.
+    pub(crate) fn alloc_now(&self) -> Option<usize> {
+        for (w, word) in self.used.iter().enumerate() {
+            let v = word.load(Ordering::Relaxed);
+            if v != u64::MAX {
+                let bit = (!v).trailing_zeros() as usize;
+                word.store(v | (1 << bit), Ordering::Relaxed);
+                return Some(self.at(w * 64 + bit));
+            }
+        }
+        None
+    }
+
+    /// Whether every piece is taken (or waits for tasks to leave it).
+    pub(crate) fn full(&self) -> bool {
+        self.used
+            .iter()
+            .all(|w| w.load(Ordering::Relaxed) == u64::MAX)
+    }
+
+    /// Returns a piece. Registration lock held; no CPU may still execute it.
+    pub(crate) fn free(&self, piece: usize) {
+        let i = self.index_of(piece);
+        match self.used.get(i / 64) {
+            Some(w) => {
+                w.fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+            }
+            None => kernel::pr_err!("freeing {:#x}: not in the area\n", piece),
+        }
+    }
+
+    /// Pieces in use, not counting those waiting for every task to leave
+    /// them.
+    pub(crate) fn in_use(&self) -> usize {
+        self.used
+            .iter()
+            .zip(self.deferred.iter())
+            .map(|(u, d)| {
+                (u.load(Ordering::Relaxed) & !d.load(Ordering::Relaxed)).count_ones() as usize
+            })
+            .sum()
+    }
+
+    /// The piece of index `i` (below [`Self::LEN`]).
+    #[inline(always)]
+    pub(crate) fn at(&self, i: usize) -> usize {
+        L::base() + i * L::SIZE
+    }
+
+    /// The index of the piece at `piece`.
+    #[inline(always)]
+    pub(crate) fn index_of(&self, piece: usize) -> usize {
+        piece.wrapping_sub(L::base()) / L::SIZE
+    }
+}
 
 extern "C" {
     /// Start of the slot area (arch `global_asm!`).
     static kp_insn_slots: [u8; SLOT_SIZE * NSLOTS];
 }
 
-/// One bit per slot; changed only under the registration lock, atomics only
-/// because it is a `static`.
-static USED: [AtomicU64; NSLOTS / 64] = [const { AtomicU64::new(0) }; NSLOTS / 64];
+/// The slot area's layout.
+struct Slots;
 
-fn base() -> usize {
-    core::ptr::addr_of!(kp_insn_slots) as usize
+impl AreaLayout for Slots {
+    const SIZE: usize = SLOT_SIZE;
+
+    #[inline(always)]
+    fn base() -> usize {
+        core::ptr::addr_of!(kp_insn_slots) as usize
+    }
+
+    fn clear(slot: usize) {
+        crate::arch::Arch::clear_slot(slot);
+    }
 }
 
-/// Slots freed while a task may still be executing them (boosted copies run
-/// with interrupts on, so a task can be preempted inside one). They become
-/// free after `synchronize_rcu_tasks()`, which waits until every task has
-/// voluntarily scheduled, run in user space or idled since.
-static DEFERRED: [AtomicU64; NSLOTS / 64] = [const { AtomicU64::new(0) }; NSLOTS / 64];
+static SLOTS: Area<Slots, { NSLOTS / 64 }> = Area::new();
+
+// A bit for every slot.
+const _: () = assert!(Area::<Slots, { NSLOTS / 64 }>::LEN == NSLOTS);
 
 /// Frees a slot that a preempted task may still be in. Registration lock.
 pub(crate) fn free_deferred(slot: usize) {
-    let i = (slot - base()) / SLOT_SIZE;
-    DEFERRED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
-}
-
-/// Waits for tasks to leave deferred slots and frees them. Registration
-/// lock held; process context. Returns whether any was freed.
-pub(crate) fn reclaim_deferred() -> bool {
-    if DEFERRED.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
-        return false;
-    }
-    // SAFETY: process context.
-    unsafe { kernel::bindings::synchronize_rcu_tasks() };
-    for (w, word) in DEFERRED.iter().enumerate() {
-        let mut bits = word.swap(0, Ordering::Relaxed);
-        while bits != 0 {
-            let b = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let slot = at(w * 64 + b);
-            crate::arch::Arch::clear_slot(slot);
-            free(slot);
-        }
-    }
-    true
+    SLOTS.free_deferred(slot);
 }
 
 /// Takes a free slot. Registration lock held.
 pub(crate) fn alloc() -> Option<usize> {
-    alloc_now().or_else(|| reclaim_deferred().then(alloc_now).flatten())
+    SLOTS.alloc()
 }
 
 /// Takes a free slot for what is optional (a jump-optimized probe's
@@ -69,6 +197,9 @@ pub(crate) fn alloc() -> Option<usize> {
 /// are kept for registrations (a probe's copy, a kretprobe's stubs), which
 /// would otherwise fail while detours hold the area. Registration lock
 /// held.
+// Used by a backend whose detours are slots (arm64; x86_64's have an area
+// of their own).
+#[allow(dead_code)]
 pub(crate) fn alloc_spare() -> Option<usize> {
     if NSLOTS - in_use() <= NSLOTS / 4 {
         return None;
@@ -76,40 +207,25 @@ pub(crate) fn alloc_spare() -> Option<usize> {
     alloc()
 }
 
-fn alloc_now() -> Option<usize> {
-    for (w, word) in USED.iter().enumerate() {
-        let v = word.load(Ordering::Relaxed);
-        if v != u64::MAX {
-            let bit = (!v).trailing_zeros() as usize;
-            word.store(v | (1 << bit), Ordering::Relaxed);
-            return Some(at(w * 64 + bit));
-        }
-    }
-    None
-}
-
 /// Returns a slot. Registration lock held; no CPU may still execute it.
 pub(crate) fn free(slot: usize) {
-    let i = (slot - base()) / SLOT_SIZE;
-    USED[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+    SLOTS.free(slot);
 }
 
 /// Slots in use, not counting those waiting for every task to leave them.
 pub(crate) fn in_use() -> usize {
-    USED.iter()
-        .zip(DEFERRED.iter())
-        .map(|(u, d)| {
-            (u.load(Ordering::Relaxed) & !d.load(Ordering::Relaxed)).count_ones() as usize
-        })
-        .sum()
+    SLOTS.in_use()
 }
 
 /// The slot of index `i` (below `NSLOTS`).
+// Used by a backend whose detours are slots (arm64).
+#[allow(dead_code)]
 pub(crate) fn at(i: usize) -> usize {
-    base() + i * SLOT_SIZE
+    SLOTS.at(i)
 }
 
 /// The index of the slot at `slot`.
+#[inline(always)]
 pub(crate) fn index_of(slot: usize) -> usize {
-    (slot - base()) / SLOT_SIZE
+    SLOTS.index_of(slot)
 }

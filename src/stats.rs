@@ -15,7 +15,8 @@ pub(crate) fn get() -> KpStats {
     let (probes, points, slots, instances, inflight, (direct, parked), shadow_probes) = {
         let g = crate::lock::RegGuard::lock();
         let (probes, points) = crate::registry::counts(&g);
-        let slots = crate::slots::in_use();
+        let slots = crate::slots::in_use()
+            + <crate::arch::Arch as crate::arch::Jumps>::opt_detours_in_use();
         let sites = crate::ftrace::direct_sites(&g);
         (
             probes,

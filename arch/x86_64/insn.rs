@@ -66,7 +66,7 @@ pub(super) fn put_rel32(code: &mut [u8], at: usize, op: u8, base: usize, to: usi
 /// RIP-relative displacement re-aimed at the original target (`ERANGE`
 /// when out of reach).
 pub(super) fn place_copy(
-    copy: &mut [u8; SLOT_SIZE],
+    copy: &mut [u8],
     at: usize,
     insn: &decode::Insn,
     bytes: &[u8; MAX_INSN_LEN],

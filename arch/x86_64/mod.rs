@@ -177,6 +177,7 @@ impl Traps for Arch {
     /// Arch set-up at engine load.
     fn init() -> Result {
         init_optprobe_head();
+        opt::init()?;
         trap::init()
     }
 

@@ -5,23 +5,24 @@
 //!
 //! ```text
 //! probed text:  addr:  e9 <rel32>  (covers the instructions of [addr, addr + span))
-//! detour (one slot):
-//!   +0   push $(addr + 1)             68 imm32 (text addresses sign-extend)
-//!   +5   call kp_x86_opt_common       e8 rel32
-//!   +10  the covered instructions, relocated (RIP-relative operands re-aimed)
-//!   +10+span  jmp addr + span         e9 rel32
+//! detour (one of kp_x86_opt_detours, trampolines.S):
+//!   +0     push $(addr + 1)           68 imm32 (text addresses sign-extend)
+//!   +5     build a struct pt_regs, cli, call kp_x86_opt_hit
+//!          non-zero: jnz kp_x86_opt_redirect (returns where a handler said)
+//!          restore the registers and the flags, drop the pushed word
+//!   +head  the covered instructions, relocated (RIP-relative operands re-aimed)
+//!   +head+span  jmp addr + span       e9 rel32
 //! ```
 //!
-//! `kp_x86_opt_common` builds a `struct pt_regs` (the register state at
-//! `addr`), masks interrupts (telling lockdep, when the kernel traces IRQ
-//! flags) and calls [`kp_x86_opt_hit`], which runs the pre handlers through
-//! the core (`Core::on_jump`) and picks where to
-//! resume: the relocated instructions (the word the `call` pushed), or where
-//! a handler redirected execution. The trampoline restores every register
-//! and the flags and returns there, dropping the pushed word. That word,
-//! `addr + 1`, is a return address into the probed instruction for
-//! unwinders (`trampolines.S`): a stack trace in a handler walks through the
-//! probed function to its caller.
+//! The detours are assembled (`trampolines.S`), so that objtool writes their
+//! unwind data; per probe only the pushed word, the relocated instructions
+//! and the jump back are written. [`kp_x86_opt_hit`] runs the pre handlers
+//! through the core (`Core::on_jump`) with the `pt_regs` (the register state
+//! at `addr`; interrupts masked, lockdep told when the kernel traces IRQ
+//! flags) and says whether one redirected. The pushed word, `addr + 1`, is a
+//! return address into the probed instruction for unwinders: a stack trace
+//! in a handler walks through the probed function to its caller. A hit
+//! makes one call and one return, as the kernel's optprobe detours do.
 //!
 //! Safety conditions, checked by [`prepare`] on the whole function (as the
 //! kernel's `can_optimize()`, plus exception-table landing pads and jump
@@ -37,20 +38,22 @@
 //! that might be inside them left (`synchronize_rcu_tasks()`).
 
 use super::decode::{self, can_boost, decode, Class, MAX_INSN_LEN};
-use super::{place_copy, put_rel32, read_text, Arch, INT3, SLOT_SIZE};
+use super::{place_copy, put_rel32, read_text, Arch, INT3};
 use crate::arch::Core;
 use crate::arch::{Entries, Jumps, OptPoint, Refusal};
 use crate::entries::Engine;
 use crate::lock::RegGuard;
-use crate::{slots, symbols, text};
+use crate::slots::{Area, AreaLayout};
+use crate::{symbols, text};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
 
 /// Bytes of the jump.
 const JMP_LEN: usize = 5;
-/// Bytes before the relocated instructions in a detour.
-const HEAD: usize = 10;
+/// Bytes per detour, and detours (`trampolines.S`, checked at load).
+const DETOUR_SIZE: usize = 128;
+const NDETOURS: usize = 1024;
 /// The most bytes a jump can cover: its last byte is in an instruction that
 /// starts at most 4 bytes after `addr` and is at most 15 long.
 pub(crate) const MAX_SPAN: usize = JMP_LEN - 1 + MAX_INSN_LEN;
@@ -156,48 +159,105 @@ impl OptInsn {
 }
 
 extern "C" {
-    fn kp_x86_opt_common();
     fn kp_helper_sync_all_cores();
+    /// The detours (`trampolines.S`).
+    static kp_x86_opt_detours: [u8; DETOUR_SIZE * NDETOURS];
+    /// Their layout as assembled: bytes per detour, detours, where the
+    /// relocated instructions start in one.
+    static kp_x86_opt_layout: [usize; 3];
+}
+
+/// Where the relocated instructions start in a detour (past the template).
+fn head() -> usize {
+    // SAFETY: read-only data of the engine's image.
+    unsafe { kp_x86_opt_layout[2] }
+}
+
+/// The detour area's layout.
+struct Detours;
+
+impl AreaLayout for Detours {
+    const SIZE: usize = DETOUR_SIZE;
+
+    fn base() -> usize {
+        core::ptr::addr_of!(kp_x86_opt_detours) as usize
+    }
+
+    /// Int3 over the pushed word and what follows the template, as
+    /// assembled.
+    fn clear(detour: usize) {
+        let fill = [INT3; DETOUR_SIZE];
+        let h = head();
+        // SAFETY: a detour freed after every task left it; the bytes the
+        // engine wrote into it.
+        unsafe {
+            let _ = text::write(detour + 1, &[0; 4]);
+            let _ = text::write(detour + h, fill.get(h..).unwrap_or(&[]));
+        }
+    }
+}
+
+/// The detours in use.
+static DETOURS_AREA: Area<Detours, { NDETOURS / 64 }> = Area::new();
+
+/// Checks that the detours are assembled as this file expects: otherwise
+/// the engine does not load.
+pub(super) fn init() -> Result {
+    // SAFETY: read-only data of the engine's image.
+    let layout = unsafe { kp_x86_opt_layout };
+    let ok = layout[0] == DETOUR_SIZE
+        && layout[1] == NDETOURS
+        && Area::<Detours, { NDETOURS / 64 }>::LEN == NDETOURS
+        && layout[2] + MAX_SPAN + JMP_LEN <= DETOUR_SIZE;
+    if !ok {
+        pr_err!(
+            "x86: the optimization detours are assembled as {:?} (bytes, count, head), \
+             not as opt.rs expects\n",
+            layout
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
 }
 
 /// Set once a redirect could not be honoured (reported once).
 static REDIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// Called by `kp_x86_opt_common` with the frame it built.
+/// Called by a detour with the frame it built. Returns non-zero after a
+/// redirect: the detour then returns to the word above `regs`.
 ///
 /// # Safety
 ///
-/// `regs` is the trampoline's `pt_regs`, with the resume address and the
-/// probed address + 1 in the two words above it; interrupts are off.
+/// `regs` is the detour's `pt_regs`, with the probed address + 1 in the
+/// word above it; interrupts are off.
 #[no_mangle]
-// In the trampolines' page (`trampolines.S`): their call is a direct jump.
+// In the trampolines' page (`trampolines.S`), with the redirect exit.
 #[link_section = ".text.kp_tramp"]
-unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) {
+unsafe extern "C" fn kp_x86_opt_hit(regs: *mut bindings::pt_regs) -> u32 {
     // SAFETY: per the function's contract.
-    let (regs, f) = unsafe { super::tramp_enter(regs, super::Entry::PushAddrPlusOne) };
+    let (regs, f) = unsafe { super::tramp_enter(regs, super::Entry::Detour) };
     // The view at the probed instruction: its stack pointer, and `ip` one
     // past it, as after the breakpoint.
     regs.sp = f.sp;
     regs.ip = f.addr.wrapping_add(1);
-    let to = if Engine::on_jump(f.addr, regs, || ()) {
-        // Redirected. As on the ftrace path only the stack pointer the code
-        // had can be resumed with, or a return to the caller (through a
-        // `ret` stub); anything else is undone and the code runs on.
-        if !Arch::ftrace_fixup_redirect(regs, f.sp, f.resume)
-            && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed)
-        {
+    let mut redirected = Engine::on_jump(f.addr, regs, || ());
+    if redirected {
+        // As on the ftrace path only the stack pointer the code had can be
+        // resumed with, or a return to the caller (through a `ret` stub);
+        // anything else is undone and the code runs on.
+        redirected = Arch::ftrace_fixup_redirect(regs, f.sp, f.resume);
+        if !redirected && !REDIRECT_REFUSED.swap(true, Ordering::Relaxed) {
             pr_err!(
                 "optimized probe at {:#x}: a handler moved the stack pointer; \
                  only a return to the caller can be honoured there\n",
                 f.addr
             );
         }
-        regs.ip
-    } else {
-        f.resume
-    };
+    }
+    let to = if redirected { regs.ip } else { f.resume };
     // SAFETY: as above.
     unsafe { super::tramp_leave(&f, to) };
+    redirected as u32
 }
 
 /// Decides whether the probe at `addr` (in the function `[fstart, fstart +
@@ -210,6 +270,11 @@ pub(crate) fn prepare(
     fsize: usize,
     other_probe: impl Fn(usize) -> bool,
 ) -> core::result::Result<OptInsn, Refusal> {
+    // Before the scan: with every detour taken each optimizer run would
+    // scan every candidate's function for nothing.
+    if DETOURS_AREA.full() {
+        return Err(("no free detour", false));
+    }
     let fend = fstart + fsize;
     // The covered instructions.
     let mut insns = KVec::<(usize, decode::Insn, [u8; MAX_INSN_LEN])>::new();
@@ -284,22 +349,28 @@ pub(crate) fn prepare(
     // sign-extend from 32 bits (push imm32).
     let imm = i32::try_from(addr.wrapping_add(1) as i64)
         .map_err(|_| ("address out of push range", true))?;
-    let detour = slots::alloc_spare().ok_or(("no spare slot", false))?;
-    let mut code = [INT3; SLOT_SIZE];
+    // Not waiting here for released detours (the registration path comes
+    // here too): the optimizer's work reclaims them (`opt_reclaim`).
+    let detour = DETOURS_AREA.alloc_now().ok_or(("no free detour", false))?;
+    // What follows the template: the relocated instructions, the jump back,
+    // int3 to the end.
+    let h = head();
+    let mut code = [INT3; DETOUR_SIZE];
     let built = (|| -> Result {
-        code[0] = 0x68;
-        code[1..5].copy_from_slice(&imm.to_le_bytes());
-        let common = kp_x86_opt_common as *const () as usize;
-        put_rel32(&mut code, 5, 0xe8, detour, common)?;
+        let tail = code.get_mut(..DETOUR_SIZE - h).ok_or(EINVAL)?;
         for (a, insn, bytes) in insns.iter() {
-            place_copy(&mut code, HEAD + (a - addr), insn, bytes, *a, detour)?;
+            place_copy(tail, a - addr, insn, bytes, *a, detour + h)?;
         }
-        put_rel32(&mut code, HEAD + span, 0xe9, detour, addr + span)?;
-        // SAFETY: a slot just allocated; nothing jumps there yet.
-        unsafe { text::write(detour, &code) }
+        put_rel32(tail, span, 0xe9, detour + h, addr + span)?;
+        // SAFETY: a detour just allocated; nothing jumps there yet. The
+        // pushed word, then what follows the template.
+        unsafe {
+            text::write(detour + 1, &imm.to_le_bytes())?;
+            text::write(detour + h, tail)
+        }
     })();
     if built.is_err() {
-        slots::free(detour);
+        DETOURS_AREA.free(detour);
         return Err(("cannot build the detour", false));
     }
     let mut orig = [0u8; MAX_SPAN];
@@ -318,7 +389,7 @@ pub(crate) fn prepare(
 /// Where a breakpoint hit on a prepared probe resumes: the relocated
 /// instructions (never the covered bytes after the first).
 pub(crate) fn resume(opt: &OptInsn) -> usize {
-    opt.detour + HEAD
+    opt.detour + head()
 }
 
 /// Bytes the jump covers.
@@ -418,7 +489,7 @@ pub(super) fn any_detour() -> bool {
 /// instructions run with interrupts on).
 pub(crate) fn release(opt: &OptInsn) {
     if opt.detour != 0 {
-        slots::free_deferred(opt.detour);
+        DETOURS_AREA.free_deferred(opt.detour);
     }
 }
 
@@ -462,5 +533,15 @@ impl Jumps for Arch {
     fn opt_release(o: &OptInsn) {
         release(o);
         let _ = DETOURS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    fn opt_detours_in_use() -> usize {
+        DETOURS_AREA.in_use()
+    }
+
+    fn opt_reclaim(_g: &RegGuard) {
+        if DETOURS_AREA.full() {
+            DETOURS_AREA.reclaim_deferred();
+        }
     }
 }

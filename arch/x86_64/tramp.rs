@@ -15,10 +15,12 @@ pub(super) enum Entry {
     /// `push $addr; call` (the post tail): where to resume (the word the
     /// `call` pushed), then the probed address.
     PushAddr,
-    /// `push $(addr + 1); call` (the jump-optimization detour): where to
-    /// resume, then a return address into the probed instruction, which
-    /// unwinders follow to the probed function (`trampolines.S`).
-    PushAddrPlusOne,
+    /// `push $(addr + 1)` (a jump-optimization detour, which then calls
+    /// its handler itself): a return address into the probed instruction,
+    /// which unwinders follow to the probed function (`trampolines.S`), and
+    /// which a redirect overwrites (`kp_x86_opt_redirect` returns to it).
+    /// No resume word: the detour goes on by itself.
+    Detour,
     /// The `call` of an ftrace site (the direct-call trampoline): its
     /// return address, past the site, which is where to resume.
     FtraceSite,
@@ -28,12 +30,13 @@ pub(super) enum Entry {
 pub(super) const FTRACE_SITE_LEN: usize = 5;
 
 /// A call from a `trampolines.S` trampoline that returns to a word above
-/// its `pt_regs` (the jump-optimization detour, the post tail, the ftrace
-/// direct call).
+/// its `pt_regs` (the post tail, the ftrace direct call, a redirected
+/// jump-optimization detour).
 pub(super) struct TrampFrame {
     /// The word the trampoline's `ret` goes to.
     pub(super) resume_slot: *mut usize,
-    /// Its original value (the code after the `call`).
+    /// Its original value (the code after the `call`; for a detour, the
+    /// probed address + 1).
     pub(super) resume: usize,
     /// The probed address.
     pub(super) addr: usize,
@@ -133,8 +136,7 @@ pub(super) unsafe fn tramp_enter<'a>(
     let (addr, words) = match entry {
         // SAFETY: a second word above `regs` (the function's contract).
         Entry::PushAddr => (unsafe { *resume_slot.add(1) }, 2),
-        // SAFETY: as above.
-        Entry::PushAddrPlusOne => (unsafe { *resume_slot.add(1) }.wrapping_sub(1), 2),
+        Entry::Detour => (resume.wrapping_sub(1), 1),
         Entry::FtraceSite => (resume.wrapping_sub(FTRACE_SITE_LEN), 1),
     };
     let frame = TrampFrame {
@@ -157,8 +159,10 @@ pub(super) unsafe fn tramp_enter<'a>(
 /// As for [`tramp_enter`], which gave `frame`.
 #[inline(always)]
 pub(super) unsafe fn tramp_leave(frame: &TrampFrame, to: usize) {
-    // SAFETY: the slot is the return address of the trampoline's `ret`.
-    unsafe { *frame.resume_slot = to };
+    // Lockdep first: what it records (a stack trace of the irq-on point)
+    // still unwinds through the word as the entry found it.
     // SAFETY: per the function's contract.
     unsafe { irqs_trace_leave(frame.irqs) };
+    // SAFETY: the slot is the return address of the trampoline's `ret`.
+    unsafe { *frame.resume_slot = to };
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The x86_64 backend's register-saving trampolines: the kretprobe return
- * trampoline, the jump-optimization detours' common part, the post tail of
- * boosted steps and the ftrace direct-call entry, plus the stub that returns
- * from a probed function at its entry. What each does, and the Rust
+ * trampoline, the jump-optimization detours (one per optimized probe,
+ * assembled here with their unwind data) and their redirect exit, the post
+ * tail of boosted steps and the ftrace direct-call entry, plus the stub that
+ * returns from a probed function at its entry. What each does, and the Rust
  * functions they call, are described in kretprobe.rs, opt.rs, post.rs and
  * ftrace.rs.
  *
@@ -16,18 +17,20 @@
  * their addresses, and the objtool annotations come from the kernel's
  * headers instead of copies of their section tricks.
  *
- * Each is entered by a call (or, for the kretprobe trampoline, a stub's
- * jump after a push that took the place of the return address): an
+ * Each but the detours (below) is entered by a call (or, for the kretprobe
+ * trampoline, a stub's jump after a push that took the place of the
+ * return address; for the detours' redirect exit, a jump from one): an
  * UNWIND_HINT_FUNC at the entry tells objtool that the word at the stack
  * pointer is a return address, so that it follows the pushes and pops and
  * writes ORC entries for every instruction. An unwinder (ORC on production
  * kernels) then walks through a trampoline to whatever that word holds:
  * the probed function for an ftrace site's call, the real caller for a
  * kretprobe (kp_x86_kret_return() puts it there before any handler runs).
- * A detour's handlers are walked past its slot to the probed function (a
- * hint that takes the word above as the return address); a post tail's
- * through its pt_regs. Otherwise the engine's slot ends the walk (no unwind
- * data there, as in the kernel's optprobe detours).
+ * A detour's handlers are walked to the probed function (a hint at the
+ * detour's call takes the word it pushed first as the return address); a
+ * post tail's through its pt_regs. Otherwise the engine's slot or detour
+ * ends the walk (no unwind data there, as in the kernel's optprobe
+ * detours).
  *
  * Each call from a trampoline, and each return, is an indirect branch for
  * an emulator: QEMU's TCG looks the target up (helper_lookup_tb_ptr, the
@@ -74,10 +77,10 @@
 
 /*
  * Restores every register and the flags from the pt_regs and drops it,
- * leaving the stack pointer at the words the entry pushed (lea, so that
- * the restored flags stay).
+ * leaving the stack pointer at the words the entry pushed, or past `drop`
+ * - 16 bytes of them (lea, so that the restored flags stay).
  */
-.macro KP_RESTORE_REGS
+.macro KP_RESTORE_REGS drop=16
 	popq	%r15
 	popq	%r14
 	popq	%r13
@@ -95,7 +98,7 @@
 	popq	%rdi
 	addq	$24, %rsp		/* orig_ax, ip, cs */
 	popfq
-	leaq	16(%rsp), %rsp		/* sp, ss */
+	leaq	\drop(%rsp), %rsp	/* sp, ss (and what the entry pushed) */
 .endm
 
 /*
@@ -146,26 +149,18 @@ SYM_CODE_END(kp_x86_kret_trampoline)
 .endm
 
 /*
- * Jump-optimization detour: [rsp] = where to resume (the detour's relocated
- * instructions), [rsp + 8] = the probed address + 1.
- *
- * While the handlers run, an unwinder (stack traces in a handler, perf, an
- * NMI) sees the probed code where it stands: the second word is taken as
- * the return address of a call made from the probed instruction (an
- * unwinder looks up the instruction before a return address: the probed
- * one, whatever its length), the stack pointer past it as the probed
- * code's. The walk goes on through the probed function to its real caller.
- * The hint holds until the first word is dropped, just before the return.
+ * A jump-optimization detour that a handler redirected (kp_x86_opt_hit()
+ * returned non-zero): the word above the pt_regs, the return address into
+ * the probed instruction until then, now holds where to go. Restores every
+ * register and the flags and returns there, dropping the word.
  */
-SYM_CODE_START(kp_x86_opt_common)
+SYM_CODE_START(kp_x86_opt_redirect)
 	ANNOTATE_NOENDBR
-	UNWIND_HINT_FUNC
-	KP_SAVE_REGS
-	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+16
-	call	kp_x86_opt_hit
+	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
 	KP_RESTORE_REGS
-	KP_RET_DROP_WORD
-SYM_CODE_END(kp_x86_opt_common)
+	UNWIND_HINT_FUNC
+	RET
+SYM_CODE_END(kp_x86_opt_redirect)
 
 /*
  * Post tail of a boosted step: [rsp] = the jump back in the slot,
@@ -220,4 +215,71 @@ SYM_CODE_START(kp_x86_return_stub)
 	RET
 SYM_CODE_END(kp_x86_return_stub)
 
+	.popsection
+
+/*
+ * Jump-optimization detours (opt.rs): KP_OPT_NDETOURS copies of one
+ * template, KP_OPT_DETOUR_SIZE bytes apart, each the whole detour of one
+ * optimized probe, as the kernel copies its optprobe template into a slot.
+ * Per probe the engine writes only the pushed word and, past the template,
+ * the relocated instructions and the jump back (int3 until then). A hit
+ * thus makes one call (to kp_x86_opt_hit) and no return from a common part.
+ *
+ * Assembled rather than copied at run time so that objtool writes each
+ * copy's unwind data: at the call the pushed word, addr + 1, is the return
+ * address of a call made from the probed instruction (an unwinder looks up
+ * the instruction before a return address: the probed one, whatever its
+ * length), and the stack pointer past it the probed code's, so a stack
+ * trace in a handler walks through the probed function to its caller.
+ * Before and after the call the state is undefined for an unwinder (the
+ * probed code's frame, which the template cannot know), as in the kernel's
+ * optprobe detours.
+ *
+ * kp_x86_opt_hit() returns zero to go on (registers and flags restored,
+ * the word dropped with a lea, which keeps the flags, then the relocated
+ * instructions), non-zero after a redirect (kp_x86_opt_redirect).
+ */
+#define KP_OPT_DETOUR_SIZE	128
+#define KP_OPT_NDETOURS		1024
+
+.macro KP_OPT_DETOUR head=
+.Lkp_opt_start\@:
+	UNWIND_HINT_UNDEFINED
+	.byte	0x68			/* push $imm32: addr + 1, per probe */
+	.long	0
+	KP_SAVE_REGS
+	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
+	call	kp_x86_opt_hit
+	UNWIND_HINT_UNDEFINED
+	testl	%eax, %eax
+	jnz	kp_x86_opt_redirect
+	KP_RESTORE_REGS drop=24		/* and the pushed word */
+.ifnb \head
+\head:
+.endif
+	.org	.Lkp_opt_start\@ + KP_OPT_DETOUR_SIZE, 0xcc
+.endm
+
+	.pushsection .text.kp_detours, "ax"
+	.balign 4096
+SYM_CODE_START(kp_x86_opt_detours)
+	ANNOTATE_NOENDBR
+	KP_OPT_DETOUR .Lkp_opt_head
+	.rept	KP_OPT_NDETOURS - 1
+	KP_OPT_DETOUR
+	.endr
+SYM_CODE_END(kp_x86_opt_detours)
+	.popsection
+
+/*
+ * The detours' layout, checked against opt.rs's at load: bytes per detour,
+ * detours, where the relocated instructions start in one.
+ */
+	.pushsection .rodata, "a"
+	.balign 8
+SYM_DATA_START(kp_x86_opt_layout)
+	.quad	KP_OPT_DETOUR_SIZE
+	.quad	KP_OPT_NDETOURS
+	.quad	.Lkp_opt_head - kp_x86_opt_detours
+SYM_DATA_END(kp_x86_opt_layout)
 	.popsection
