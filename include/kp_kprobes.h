@@ -233,6 +233,15 @@ int kp_get_stats(struct kp_stats *out);
  */
 int kp_ftrace_release(void);
 
+/*
+ * Hands out at most n jump-optimization detours from now on (x86_64, whose
+ * detours are an area of 1024 in the engine's image; those in use stay,
+ * and probes that find none keep their breakpoint until one is free).
+ * Returns the previous bound, or -EOPNOTSUPP where the detours are
+ * out-of-line slots (arm64). Process context.
+ */
+long kp_opt_detour_limit(unsigned long n);
+
 /* Size of struct kp_kprobe as the engine was built with it. */
 extern const size_t kp_kprobe_abi_size;
 

@@ -139,6 +139,8 @@ extern "C" {
     pub fn kp_get_stats(out: *mut KpStats) -> c_int;
     /// Takes down the parked direct ftrace sites.
     pub fn kp_ftrace_release() -> c_int;
+    /// Bounds the jump-optimization detours handed out; the previous bound.
+    pub fn kp_opt_detour_limit(n: c_ulong) -> core::ffi::c_long;
 }
 
 /// A snapshot of the engine's state: probes, probed addresses, slots,
@@ -157,6 +159,17 @@ pub fn stats() -> KpStats {
 pub fn ftrace_release() -> usize {
     // SAFETY: process context.
     unsafe { kp_ftrace_release() as usize }
+}
+
+/// Hands out at most `n` jump-optimization detours from now on (those in
+/// use stay; probes that find none keep their breakpoint until one is
+/// free) and returns the previous bound, or `EOPNOTSUPP` where the
+/// detours are out-of-line slots (arm64). x86_64 has 1024. Process
+/// context.
+pub fn opt_detour_limit(n: usize) -> Result<usize> {
+    // SAFETY: process context.
+    let r = unsafe { kp_opt_detour_limit(n as c_ulong) };
+    usize::try_from(r).map_err(|_| kernel::error::Error::from_errno(r as i32))
 }
 
 /// Runs one `kprobe_events` line (`p:...`, `r:...`, `-:...`), as writing it

@@ -256,6 +256,11 @@ pub(crate) trait Jumps {
     /// (waiting for every task to leave them): the optimizer's work, which
     /// may wait, before it prepares. Registration lock held.
     fn opt_reclaim(_g: &RegGuard) {}
+    /// Bounds such an area's detours (`kp_opt_detour_limit()`); the
+    /// previous bound, `None` without such an area. Registration lock held.
+    fn opt_set_detour_limit(_g: &RegGuard, _n: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// What the backend refuses to probe, and where its trap path starts.

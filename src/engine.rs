@@ -56,6 +56,7 @@ pub use kretprobe::{
     kp_register_kretprobe, kp_register_kretprobes, kp_unregister_kretprobe,
     kp_unregister_kretprobes,
 };
+pub use optimize::kp_opt_detour_limit;
 pub use query::{kp_decode_insn, kp_lookup_symbol};
 pub use registry::{
     kp_disable_kprobe, kp_enable_kprobe, kp_register_kprobe, kp_register_kprobes,

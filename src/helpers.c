@@ -49,6 +49,7 @@ EXPORT_SYMBOL_GPL(kp_event_command);
 EXPORT_SYMBOL_GPL(kp_event_id);
 EXPORT_SYMBOL_GPL(kp_get_stats);
 EXPORT_SYMBOL_GPL(kp_ftrace_release);
+EXPORT_SYMBOL_GPL(kp_opt_detour_limit);
 
 /* Serialises registration, unregistration and text patching. */
 static DEFINE_MUTEX(kp_reg_mutex);

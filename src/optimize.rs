@@ -103,6 +103,22 @@ fn armed(g: &RegGuard, point: &Point) {
     }
 }
 
+/// `kp_opt_detour_limit()` (`include/kp_kprobes.h`): bounds the detours
+/// of a backend that has an area of them; the previous bound or
+/// `-EOPNOTSUPP`. A raised bound gives waiting probes their detours at the
+/// optimizer's next run. Process context.
+#[no_mangle]
+pub extern "C" fn kp_opt_detour_limit(n: kernel::ffi::c_ulong) -> kernel::ffi::c_long {
+    let prev = arch::Arch::opt_set_detour_limit(&RegGuard::lock(), n);
+    match prev {
+        Some(p) => {
+            kick();
+            p as kernel::ffi::c_long
+        }
+        None => crate::errno::eopnotsupp().to_errno() as kernel::ffi::c_long,
+    }
+}
+
 /// Whether `point` waits for its jump (prepared, not jumped yet).
 fn pending(point: &Point) -> bool {
     point.opt.resume() != 0 && !point.opt.jumped()

@@ -16,7 +16,7 @@
 use crate::arch::Insns;
 use crate::arch::{NSLOTS, SLOT_SIZE};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What an [`Area`] is made of.
 pub(crate) trait AreaLayout {
@@ -39,6 +39,9 @@ pub(crate) struct Area<L: AreaLayout, const W: usize> {
     /// `synchronize_rcu_tasks()`, which waits until every task has
     /// voluntarily scheduled, run in user space or idled since.
     deferred: [AtomicU64; W],
+    /// Pieces of index `limit` and above are not handed out (all of them
+    /// unless a test narrows the area: [`Self::set_limit`]).
+    limit: AtomicUsize,
     layout: PhantomData<L>,
 }
 
@@ -54,6 +57,7 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
         Area {
             used: [const { AtomicU64::new(0) }; W],
             deferred: [const { AtomicU64::new(0) }; W],
+            limit: AtomicUsize::new(64 * W),
             layout: PhantomData,
         }
     }
@@ -102,22 +106,46 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
     /// Takes a free piece without waiting for deferred ones (`None` when
     /// there is none). Registration lock held.
     pub(crate) fn alloc_now(&self) -> Option<usize> {
+        let (w, bit) = self.first_free()?;
+        let word = self.used.get(w)?;
+        word.fetch_or(1 << bit, Ordering::Relaxed);
+        Some(self.at(w * 64 + bit))
+    }
+
+    /// The first free piece below the limit: its word and bit.
+    fn first_free(&self) -> Option<(usize, usize)> {
+        let limit = self.limit.load(Ordering::Relaxed);
         for (w, word) in self.used.iter().enumerate() {
-            let v = word.load(Ordering::Relaxed);
-            if v != u64::MAX {
-                let bit = (!v).trailing_zeros() as usize;
-                word.store(v | (1 << bit), Ordering::Relaxed);
-                return Some(self.at(w * 64 + bit));
+            let below = limit.saturating_sub(w * 64);
+            if below == 0 {
+                break;
+            }
+            let mask = if below >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << below) - 1
+            };
+            let free = !word.load(Ordering::Relaxed) & mask;
+            if free != 0 {
+                return Some((w, free.trailing_zeros() as usize));
             }
         }
         None
     }
 
-    /// Whether every piece is taken (or waits for tasks to leave it).
+    /// Hands out only the first `n` pieces from now on (at most all of
+    /// them; pieces in use above stay until freed); returns the previous
+    /// limit. For tests of what happens when an area runs out.
+    // Only an area of detours has a bound to set (x86_64's).
+    #[allow(dead_code)]
+    pub(crate) fn set_limit(&self, n: usize) -> usize {
+        self.limit.swap(n.min(Self::LEN), Ordering::Relaxed)
+    }
+
+    /// Whether every piece below the limit is taken (or waits for tasks
+    /// to leave it).
     pub(crate) fn full(&self) -> bool {
-        self.used
-            .iter()
-            .all(|w| w.load(Ordering::Relaxed) == u64::MAX)
+        self.first_free().is_none()
     }
 
     /// Returns a piece. Registration lock held; no CPU may still execute it.

@@ -740,6 +740,89 @@ fn opt_toggle_under_load(t: &mut Test) {
     kp_expect_eq!(t, optimized, unoptimized);
 }
 
+/// Puts the detours' bound back when dropped (a failed check returns
+/// early).
+struct DetourLimit(usize);
+
+impl Drop for DetourLimit {
+    fn drop(&mut self) {
+        let _ = kp::opt_detour_limit(self.0);
+    }
+}
+
+/// With every detour taken (the bound lowered to two), a third optimizable
+/// probe keeps its breakpoint and all three hit; once one of the two is
+/// unregistered, its detour, after every task left it, is cleared and
+/// handed on to the third, which then runs from it. A bound past the area
+/// is clamped to it.
+fn opt_detours_run_out(t: &mut Test) {
+    let base = kp::stats().slots;
+    let prev = match kp::opt_detour_limit(2) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "kp_opt_detour_limit: {:?}", e);
+            return;
+        }
+    };
+    let _restore = DetourLimit(prev);
+    kp_expect_eq!(t, prev, 1024);
+    kp_expect_eq!(t, kp::opt_detour_limit(usize::MAX).ok(), Some(2));
+    kp_expect_eq!(t, kp::opt_detour_limit(2).ok(), Some(1024));
+    let addr = |f: *const ()| Target::Address(crate::targets::addr_of(f));
+    let a = kp::Kprobe::register(addr(kp_opt_ret9 as *const ()), h(Act::Count));
+    let b = kp::Kprobe::register(addr(kp_opt_entry as *const ()), h(Act::Count));
+    let (Ok(a), Ok(b)) = (a, b) else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    kp_expect!(t, wait_optimized(a.probe()), "first not optimized");
+    kp_expect!(t, wait_optimized(b.probe()), "second not optimized");
+    // The imul of kp_opt_mix (optimized in opt_stack_traces).
+    let at = crate::targets::addr_of(kp_opt_mix as *const ()) + 9;
+    let Ok(c) = kp::Kprobe::register(Target::Address(at), h(Act::Count)) else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    msleep(200);
+    kp_expect!(
+        t,
+        !c.probe().is_optimized(),
+        "a third detour past the bound"
+    );
+    // SAFETY: plain assembly functions.
+    unsafe {
+        kp_expect_eq!(t, kp_opt_ret9(), 9);
+        kp_expect_eq!(t, kp_opt_entry(black_box(4)), 5);
+    }
+    kp_expect_eq!(t, mix(3, 4), mix_model(3, 4));
+    for (what, p) in [("first", &a), ("second", &b)] {
+        kp_expect_eq!(t, p.handler().hits.load(Ordering::SeqCst), 1, "{}", what);
+    }
+    kp_expect_eq!(t, c.handler().hits.load(Ordering::SeqCst), 1);
+    drop(a);
+    kp_expect!(
+        t,
+        wait_optimized(c.probe()),
+        "the freed detour was not handed on"
+    );
+    kp_expect!(t, b.probe().is_optimized());
+    for (x, y) in ARGS {
+        kp_expect_eq!(t, mix(x, y), mix_model(x, y));
+    }
+    // SAFETY: as above.
+    unsafe {
+        kp_expect_eq!(t, kp_opt_ret9(), 9);
+        kp_expect_eq!(t, kp_opt_entry(black_box(7)), 8);
+    }
+    kp_expect_eq!(t, b.handler().hits.load(Ordering::SeqCst), 2);
+    kp_expect_eq!(t, c.handler().hits.load(Ordering::SeqCst), 1 + ARGS.len());
+    kp_expect_eq!(t, c.handler().di.load(Ordering::SeqCst), 5);
+    kp_expect_eq!(t, c.nmissed(), 0);
+    drop(b);
+    drop(c);
+    kp_expect_eq!(t, kp::stats().slots, base);
+}
+
 kunit_suite!(
     kp_x86_opt,
     "kp_x86_opt",
@@ -752,6 +835,7 @@ kunit_suite!(
         opt_stack_traces,
         opt_refused_sites,
         opt_disable_restores_bytes,
-        opt_toggle_under_load
+        opt_toggle_under_load,
+        opt_detours_run_out
     ]
 );

@@ -539,6 +539,10 @@ impl Jumps for Arch {
         DETOURS_AREA.in_use()
     }
 
+    fn opt_set_detour_limit(_g: &RegGuard, n: usize) -> Option<usize> {
+        Some(DETOURS_AREA.set_limit(n))
+    }
+
     fn opt_reclaim(_g: &RegGuard) {
         if DETOURS_AREA.full() {
             DETOURS_AREA.reclaim_deferred();
