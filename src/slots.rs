@@ -45,9 +45,6 @@ pub(crate) struct Area<L: AreaLayout, const W: usize> {
     layout: PhantomData<L>,
 }
 
-// SAFETY: the layout is only a type; the bitmaps are atomics.
-unsafe impl<L: AreaLayout, const W: usize> Sync for Area<L, W> {}
-
 impl<L: AreaLayout, const W: usize> Area<L, W> {
     /// Pieces in the area.
     pub(crate) const LEN: usize = 64 * W;
@@ -65,20 +62,35 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
     /// Frees a piece that a preempted task may still be in. Registration
     /// lock.
     pub(crate) fn free_deferred(&self, piece: usize) {
-        let i = self.index_of(piece);
-        match self.deferred.get(i / 64) {
-            Some(w) => {
-                w.fetch_or(1 << (i % 64), Ordering::Relaxed);
-            }
-            None => kernel::pr_err!("freeing {:#x}: not in the area\n", piece),
+        if let Some((w, bit)) = Self::bit_of(&self.deferred, self.index_of(piece), piece) {
+            w.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// `piece`'s word in `map` (index `i`) and its bit; reported when it
+    /// is not in the area.
+    fn bit_of(map: &[AtomicU64; W], i: usize, piece: usize) -> Option<(&AtomicU64, u64)> {
+        let Some(w) = map.get(i / 64) else {
+            kernel::pr_err!("freeing {:#x}: not in the area\n", piece);
+            return None;
+        };
+        Some((w, 1 << (i % 64)))
+    }
+
+    /// If every piece below the limit is taken, waits for tasks to leave
+    /// the deferred ones and frees them. Registration lock held; process
+    /// context.
+    pub(crate) fn reclaim_if_full(&self) {
+        if self.full() {
+            self.reclaim_deferred();
         }
     }
 
     /// Waits for tasks to leave deferred pieces and frees them. Registration
-    /// lock held; process context. Returns whether any was freed.
-    pub(crate) fn reclaim_deferred(&self) -> bool {
+    /// lock held; process context.
+    fn reclaim_deferred(&self) {
         if self.deferred.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
-            return false;
+            return;
         }
         // SAFETY: process context.
         unsafe { kernel::bindings::synchronize_rcu_tasks() };
@@ -92,14 +104,11 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
                 self.free(piece);
             }
         }
-        true
     }
 
     /// Takes a free piece. Registration lock held.
     pub(crate) fn alloc(&self) -> Option<usize> {
-        if self.full() {
-            self.reclaim_deferred();
-        }
+        self.reclaim_if_full();
         self.alloc_now()
     }
 
@@ -150,12 +159,8 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
 
     /// Returns a piece. Registration lock held; no CPU may still execute it.
     pub(crate) fn free(&self, piece: usize) {
-        let i = self.index_of(piece);
-        match self.used.get(i / 64) {
-            Some(w) => {
-                w.fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
-            }
-            None => kernel::pr_err!("freeing {:#x}: not in the area\n", piece),
+        if let Some((w, bit)) = Self::bit_of(&self.used, self.index_of(piece), piece) {
+            w.fetch_and(!bit, Ordering::Relaxed);
         }
     }
 

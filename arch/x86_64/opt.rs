@@ -197,8 +197,12 @@ impl AreaLayout for Detours {
     }
 }
 
+/// The detour area: a bit for each detour.
+type DetourArea = Area<Detours, { NDETOURS / 64 }>;
+const _: () = assert!(DetourArea::LEN == NDETOURS);
+
 /// The detours in use.
-static DETOURS_AREA: Area<Detours, { NDETOURS / 64 }> = Area::new();
+static DETOURS_AREA: DetourArea = Area::new();
 
 /// Checks that the detours are assembled as this file expects: otherwise
 /// the engine does not load.
@@ -207,7 +211,6 @@ pub(super) fn init() -> Result {
     let layout = unsafe { kp_x86_opt_layout };
     let ok = layout[0] == DETOUR_SIZE
         && layout[1] == NDETOURS
-        && Area::<Detours, { NDETOURS / 64 }>::LEN == NDETOURS
         && layout[2] + MAX_SPAN + JMP_LEN <= DETOUR_SIZE;
     if !ok {
         pr_err!(
@@ -544,8 +547,6 @@ impl Jumps for Arch {
     }
 
     fn opt_reclaim(_g: &RegGuard) {
-        if DETOURS_AREA.full() {
-            DETOURS_AREA.reclaim_deferred();
-        }
+        DETOURS_AREA.reclaim_if_full();
     }
 }
