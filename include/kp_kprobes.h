@@ -216,6 +216,11 @@ struct kp_stats {
 				 * instance used), since the engine loaded */
 	unsigned long kretprobe_shadow_probes; /* kretprobes whose returns the
 				 * shadow stack serves now */
+	unsigned long opt_waits; /* the jump optimizer's waits for every task
+				 * to leave the bytes its jumps cover, begun */
+	unsigned long opt_waits_done; /* and ended, since the engine loaded (a
+				 * jump is written only after a wait that
+				 * began once it was prepared) */
 };
 
 /* A snapshot of the engine's state (also /sys/kernel/debug/kp/stats):

@@ -201,8 +201,11 @@ pub(crate) trait OptPoint<O> {
     /// Where breakpoint hits resume while a jump is prepared or written (0:
     /// none).
     fn resume(&self) -> usize;
-    /// Publishes a prepared jump. Registration lock held.
-    fn prepare(&self, o: O);
+    /// Publishes a prepared jump, prepared in the optimizer's generation
+    /// `gen` (`src/optimize.rs`). Registration lock held.
+    fn prepare(&self, o: O, gen: u16);
+    /// The generation the jump was last prepared in.
+    fn prepared_gen(&self) -> u16;
     /// Unpublishes it. Registration lock held.
     fn clear(&self);
     /// The prepared jump. Registration lock held.

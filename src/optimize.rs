@@ -17,7 +17,13 @@
 //!    is kicked; it prepares any candidate not prepared yet the same way.
 //! 2. It waits, without the lock, until every task that may have been
 //!    inside those bytes left them (`synchronize_rcu_tasks()`), then writes
-//!    the jumps (breakpoint first, see the arch).
+//!    the jumps (breakpoint first, see the arch): only those prepared
+//!    before the wait began. A point armed (and prepared) during the wait
+//!    may have had a task inside its bytes then, one that had entered them
+//!    while the point was disarmed or before it existed; its jump waits for
+//!    the next run's wait (`arch::OptState::prepared_gen`). (The kernel's
+//!    optimizer holds `kprobe_mutex` across its wait; this one lets
+//!    registrations go on.)
 //!
 //! Unoptimizing (a probe with a post or fault handler joins, the point is
 //! disarmed, a new probe lands inside the jump, the debugfs switch) puts the
@@ -29,7 +35,7 @@ use crate::arch;
 use crate::arch::{Jumps, OptPoint};
 use crate::lock::RegGuard;
 use crate::registry::{self, hooks::Hooks, Point};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
 extern "C" {
@@ -43,6 +49,17 @@ static ENABLED: AtomicBool = AtomicBool::new(true);
 /// longer hold (`arch::OptState::refused` keeps the epoch + 1 of its
 /// refusal).
 static EPOCH: AtomicUsize = AtomicUsize::new(0);
+
+/// The optimizer's wait generation, bumped (under the registration lock) as
+/// its wait for tasks begins; a point records it when its jump is prepared
+/// (`arch::OptState::prepared_gen`). A jump prepared in the generation the
+/// running wait began is not covered by that wait. (Wrapping: after 65,536
+/// waits a jump prepared long ago may wait once more.)
+static GEN: AtomicU16 = AtomicU16::new(0);
+/// The optimizer's waits for tasks begun and ended since the engine loaded
+/// (`kp_get_stats()`).
+pub(crate) static WAITS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static WAITS_DONE: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether jump optimization is on.
 pub(crate) fn enabled() -> bool {
@@ -85,7 +102,7 @@ fn try_prepare(g: &RegGuard, point: &Point, epoch: usize) {
     match arch::Arch::opt_prepare(g, point.addr, sym.start, sym.size, |a| {
         registry::lookup(a).is_some()
     }) {
-        Ok(o) => point.opt.prepare(o),
+        Ok(o) => point.opt.prepare(o, GEN.load(Ordering::Relaxed)),
         Err((_, true)) => point.opt.set_refused((epoch as u16).wrapping_add(1)),
         Err((_, false)) => {}
     }
@@ -124,38 +141,51 @@ fn pending(point: &Point) -> bool {
     point.opt.resume() != 0 && !point.opt.jumped()
 }
 
-/// The delayed work: prepare detours for candidates, wait, write jumps.
+/// The delayed work: prepare detours for candidates, wait, write the jumps
+/// prepared before the wait.
 #[no_mangle]
 pub(crate) extern "C" fn kp_optimizer_run() {
-    let mut waiting = 0;
-    {
+    let gen = {
         let g = RegGuard::lock();
         if !enabled() {
             return;
         }
         let epoch = EPOCH.load(Ordering::Relaxed);
         arch::Arch::opt_reclaim(&g);
+        let mut waiting = 0;
         registry::for_each_point(&g, |point| {
             try_prepare(&g, point, epoch);
             if pending(point) {
                 waiting += 1;
             }
         });
-    }
-    if waiting == 0 {
-        return;
-    }
+        if waiting == 0 {
+            return;
+        }
+        // Jumps prepared from now on (registrations during the wait) are
+        // of the next generation.
+        WAITS.fetch_add(1, Ordering::Relaxed);
+        GEN.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    };
     // Tasks that were inside the bytes to be covered (preempted, or
     // interrupted there) leave them; new ones cannot enter.
     // SAFETY: process context (workqueue).
     unsafe { kernel::bindings::synchronize_rcu_tasks() };
+    WAITS_DONE.fetch_add(1, Ordering::Relaxed);
     let g = RegGuard::lock();
+    let mut later = false;
     registry::for_each_point(&g, |point| {
         if point.opt.resume() == 0 || point.opt.jumped() {
             return;
         }
-        // Still prepared: unoptimizing in the meantime would have cleared
-        // it, and only this work prepares.
+        if point.opt.prepared_gen() == gen {
+            // Prepared during the wait (armed then): a task may have been
+            // inside its bytes when the wait began.
+            later = true;
+            return;
+        }
+        // Prepared before the wait began, and still prepared (unoptimizing
+        // clears it; preparing again would have moved it to `gen`).
         let o = point.opt.insn();
         match arch::Arch::opt_jump(point.addr, &o) {
             Ok(()) => {
@@ -177,6 +207,10 @@ pub(crate) extern "C" fn kp_optimizer_run() {
             }
         }
     });
+    if later {
+        // Their own wait, in the next run.
+        kick();
+    }
 }
 
 /// Puts `point` back on its breakpoint (no-op if it is not optimized).

@@ -48,6 +48,8 @@ pub(crate) fn get() -> KpStats {
         kretprobe_task_exits: crate::kretprobe::TASK_EXITS.load(Ordering::Relaxed) as _,
         kretprobe_shadow_returns: crate::kretprobe::graph::RETURNS.load(Ordering::Relaxed) as _,
         kretprobe_shadow_probes: shadow_probes as _,
+        opt_waits: crate::optimize::WAITS.load(Ordering::Relaxed) as _,
+        opt_waits_done: crate::optimize::WAITS_DONE.load(Ordering::Relaxed) as _,
     }
 }
 
@@ -72,7 +74,9 @@ pub(crate) fn write(w: &mut impl core::fmt::Write) -> core::fmt::Result {
     writeln!(w, "missed_kret_nested {}", s.missed_kret_nested)?;
     writeln!(w, "kretprobe_task_exits {}", s.kretprobe_task_exits)?;
     writeln!(w, "kretprobe_shadow_returns {}", s.kretprobe_shadow_returns)?;
-    writeln!(w, "kretprobe_shadow_probes {}", s.kretprobe_shadow_probes)
+    writeln!(w, "kretprobe_shadow_probes {}", s.kretprobe_shadow_probes)?;
+    writeln!(w, "opt_waits {}", s.opt_waits)?;
+    writeln!(w, "opt_waits_done {}", s.opt_waits_done)
 }
 
 /// `kp_get_stats()`: fills `*out`; 0, or -EINVAL when `out` is null.

@@ -534,6 +534,8 @@ const size_t kp_test_c_layout[] = {
 	offsetof(struct kp_stats, kretprobe_task_exits),
 	offsetof(struct kp_stats, kretprobe_shadow_returns),
 	offsetof(struct kp_stats, kretprobe_shadow_probes),
+	offsetof(struct kp_stats, opt_waits),
+	offsetof(struct kp_stats, opt_waits_done),
 };
 
 /*

@@ -651,6 +651,19 @@ fn aopt_toggle_under_load(t: &mut Test) {
     kp_expect_eq!(t, optimized, unoptimized);
 }
 
+/// A probe armed while the optimizer waits for tasks gets its jump only
+/// after a wait of its own (`util::opt_armed_during_wait`; on arm64 a jump
+/// covers one instruction, but the protocol is the core's).
+fn aopt_armed_during_wait(t: &mut Test) {
+    crate::util::opt_armed_during_wait(
+        t,
+        fn_addr(kp_aopt_ret9 as *const ()) + 4,
+        fn_addr(kp_aopt_entry as *const ()) + 4,
+        // SAFETY: a plain assembly function.
+        || unsafe { kp_aopt_entry(black_box(5)) } == 6,
+    );
+}
+
 kunit_suite!(
     kp_arm64_opt,
     "kp_arm64_opt",
@@ -662,6 +675,7 @@ kunit_suite!(
         aopt_redirect,
         aopt_post_handler_unoptimizes,
         aopt_stack_traces,
-        aopt_toggle_under_load
+        aopt_toggle_under_load,
+        aopt_armed_during_wait
     ]
 );

@@ -104,7 +104,7 @@ fn smoke_abi_size(t: &mut Test) {
     // The C header's layout (compiled by the C compiler in
     // tests/helpers.c) is src/abi.rs's, field by field.
     extern "C" {
-        static kp_test_c_layout: [usize; 27];
+        static kp_test_c_layout: [usize; 29];
     }
     use core::mem::{offset_of, size_of};
     use kp::KpKretprobe as R;
@@ -138,6 +138,8 @@ fn smoke_abi_size(t: &mut Test) {
         offset_of!(S, kretprobe_task_exits),
         offset_of!(S, kretprobe_shadow_returns),
         offset_of!(S, kretprobe_shadow_probes),
+        offset_of!(S, opt_waits),
+        offset_of!(S, opt_waits_done),
     ];
     // SAFETY: a constant array defined in tests/helpers.c.
     let c = unsafe { kp_test_c_layout };

@@ -823,6 +823,18 @@ fn opt_detours_run_out(t: &mut Test) {
     kp_expect_eq!(t, kp::stats().slots, base);
 }
 
+/// A probe armed while the optimizer waits for tasks gets its jump only
+/// after a wait of its own (`util::opt_armed_during_wait`).
+fn opt_armed_during_wait(t: &mut Test) {
+    crate::util::opt_armed_during_wait(
+        t,
+        crate::targets::addr_of(kp_opt_ret9 as *const ()),
+        crate::targets::addr_of(kp_opt_entry as *const ()),
+        // SAFETY: a plain assembly function.
+        || unsafe { kp_opt_entry(black_box(5)) } == 6,
+    );
+}
+
 kunit_suite!(
     kp_x86_opt,
     "kp_x86_opt",
@@ -836,6 +848,7 @@ kunit_suite!(
         opt_refused_sites,
         opt_disable_restores_bytes,
         opt_toggle_under_load,
-        opt_detours_run_out
+        opt_detours_run_out,
+        opt_armed_during_wait
     ]
 );

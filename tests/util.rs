@@ -414,3 +414,91 @@ pub(crate) fn trace_has(trace: &[usize], needle: &str) -> bool {
             .any(|w| w == needle.as_bytes())
     })
 }
+
+/// Counts its hits.
+pub(crate) struct Counter(pub(crate) AtomicUsize);
+
+impl kp::KprobeHandler for Counter {
+    fn pre(&self, _p: &kp::Probe, _regs: &mut kp::Regs) -> kp::Next {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        kp::Next::Continue
+    }
+}
+
+/// A jump prepared while the optimizer waits for every task to leave the
+/// bytes of the jumps it prepared before (a probe armed during that wait)
+/// is written only after a wait that began once it was prepared: a task
+/// may have been inside its bytes when the running wait began (it entered
+/// them before the probe was armed), and would return into the middle of
+/// the jump. `first` and `second`: optimizable addresses in two functions;
+/// `call` runs the code at `second` once and says whether its result was
+/// right.
+pub(crate) fn opt_armed_during_wait(t: &mut Test, first: usize, second: usize, call: fn() -> bool) {
+    let counter = || Counter(AtomicUsize::new(0));
+    let optimized = |p: &kp::Probe| {
+        for _ in 0..1000 {
+            if p.is_optimized() {
+                return true;
+            }
+            // SAFETY: process context.
+            unsafe { bindings::msleep(10) };
+        }
+        false
+    };
+    for attempt in 1..=50 {
+        let Ok(a) = kp::Kprobe::register(kp::Target::Address(first), counter()) else {
+            kp_expect!(t, false, "cannot register the first probe");
+            return;
+        };
+        // The optimizer's run for it, caught in its wait.
+        let mut begun = None;
+        for _ in 0..2000 {
+            let s = kp::stats();
+            if s.opt_waits > s.opt_waits_done {
+                begun = Some(s.opt_waits);
+                break;
+            }
+            if a.probe().is_optimized() {
+                break;
+            }
+            // SAFETY: process context.
+            unsafe { bindings::usleep_range_state(200, 400, bindings::TASK_UNINTERRUPTIBLE) };
+        }
+        let Some(begun) = begun else {
+            continue;
+        };
+        let Ok(b) = kp::Kprobe::register(kp::Target::Address(second), counter()) else {
+            kp_expect!(t, false, "cannot register the second probe");
+            return;
+        };
+        if kp::stats().opt_waits_done >= begun {
+            // The wait may have ended before the second was armed.
+            continue;
+        }
+        // The second's jump was prepared during wait number `begun`.
+        kp_expect!(t, optimized(b.probe()), "the second probe not optimized");
+        kp_expect!(t, a.probe().is_optimized(), "the first probe not optimized");
+        let done = kp::stats().opt_waits_done;
+        kp_expect!(
+            t,
+            done > begun,
+            "the second probe's jump was written after wait {} only, which began \
+             before it was prepared ({} waits ended)",
+            begun,
+            done
+        );
+        kp_expect!(t, call(), "wrong result through the second probe");
+        kp_expect_eq!(t, b.handler().0.load(Ordering::SeqCst), 1);
+        kp_expect_eq!(t, b.nmissed(), 0);
+        t.info(format_args!(
+            "attempt {}: prepared during wait {}, jumped after wait {}",
+            attempt, begun, done
+        ));
+        return;
+    }
+    kp_expect!(
+        t,
+        false,
+        "the optimizer's wait was never caught (50 attempts)"
+    );
+}

@@ -242,13 +242,15 @@ impl OptInsn {
 
 /// A point's jump state in one word (a `Point` stays within 48 bytes):
 /// bits 0-13 the detour's slot index + 1 (0: none), bit 14 whether the
-/// jump is in the text, bit 15 refused for good.
+/// jump is in the text, bit 15 refused for good, bits 16-31 the
+/// optimizer's generation when it was prepared.
 /// Written under the registration lock; the trap path reads `resume`.
 pub(crate) struct OptState(AtomicU32);
 
 const IDX_MASK: u32 = 0x3fff;
 const JUMPED: u32 = 1 << 14;
 const NEVER: u32 = 1 << 15;
+const GEN_SHIFT: u32 = 16;
 const _: () = assert!(super::NSLOTS < IDX_MASK as usize);
 
 impl OptState {
@@ -281,9 +283,14 @@ impl OptPoint<OptInsn> for OptState {
         }
     }
 
-    fn prepare(&self, o: OptInsn) {
+    fn prepare(&self, o: OptInsn, gen: u16) {
         let i = slots::index_of(o.detour) as u32 + 1;
-        self.update(|v| (v & !IDX_MASK) | (i & IDX_MASK));
+        let keep = JUMPED | NEVER;
+        self.update(|v| (v & keep) | (i & IDX_MASK) | (u32::from(gen) << GEN_SHIFT));
+    }
+
+    fn prepared_gen(&self) -> u16 {
+        (self.0.load(Ordering::Relaxed) >> GEN_SHIFT) as u16
     }
 
     fn clear(&self) {

@@ -81,6 +81,8 @@ pub(crate) struct OptState {
     /// Epoch + 1 of the optimizer's last refusal (wrapping: after 65,536
     /// epochs a stale refusal may skip one attempt, until the next epoch).
     refused: core::sync::atomic::AtomicU16,
+    /// The optimizer's generation when the jump was last prepared.
+    gen: core::sync::atomic::AtomicU16,
 }
 
 impl OptPoint<OptInsn> for OptState {
@@ -91,6 +93,7 @@ impl OptPoint<OptInsn> for OptState {
             resume: core::sync::atomic::AtomicUsize::new(0),
             jumped: AtomicBool::new(false),
             refused: core::sync::atomic::AtomicU16::new(0),
+            gen: core::sync::atomic::AtomicU16::new(0),
         }
     }
 
@@ -103,11 +106,16 @@ impl OptPoint<OptInsn> for OptState {
 
     /// Publishes a prepared jump: hits resume in its detour from now on.
     /// Registration lock held, nothing prepared.
-    fn prepare(&self, o: OptInsn) {
+    fn prepare(&self, o: OptInsn, gen: u16) {
         // SAFETY: registration lock held; not published yet (`resume` is
         // 0), so no reader looks at it.
         unsafe { *self.insn.get() = o };
+        self.gen.store(gen, Ordering::Relaxed);
         self.resume.store(resume(&o), Ordering::Release);
+    }
+
+    fn prepared_gen(&self) -> u16 {
+        self.gen.load(Ordering::Relaxed)
     }
 
     /// Unpublishes the prepared jump (hits step again). Registration lock
