@@ -107,6 +107,22 @@ passed=$((passed + fz_ok))
 if [ "$fz_rc" != 0 ] || [ "$fz_ok" != 4 ]; then fail "fuzzing: exit $fz_rc, $fz_ok of 4 targets clean (log: out/fuzz.log, inputs in out/fuzz/crash-*)"; fi
 
 # --- guest tests -------------------------------------------------------------
+# What a failed guest run printed, repeated after the failure list (CI keeps
+# only the end of the output).
+diag=()
+# Where guest run $1 stopped, from its console log $2: the last KUnit suite
+# and case it reported, and its last lines.
+last_seen() {
+	local l
+	diag+=("$1: stopped after:")
+	while read -r l; do diag+=("  ${l:0:200}"); done < <(
+		{
+			grep -a '# Subtest: ' "$2" | tail -n 1
+			grep -aE '^\[ *[0-9.]+\]     (not )?ok [0-9]+ ' "$2" | tail -n 1
+			grep -av '^ *$' "$2" | tail -n 3
+		} | tr -d '\r'
+	)
+}
 # Judges one guest boot of kernel $1 from its console log $2: no splat,
 # every guest check, the KUnit suites of the comma-separated list $3 all
 # run and pass. $4: the boot's tag, when the kernel booted twice.
@@ -132,7 +148,8 @@ judge() {
 	# that an oops inside a debug exception (the BRK path) never left its
 	# context-tracking NMI level (ct_kernel_exit, at the CPU's next idle;
 	# docs/status.md, Known limits). Anything else still counts.
-	if awk '
+	local splat
+	splat=$(awk '
 		/# Subtest: kp_alloc_fail/ { inaf = 1 }
 		inaf && /ok [0-9]+ kp_alloc_fail/ { inaf = 0 }
 		inaf && /vmalloc error: |page allocation failure: / { excused = NR }
@@ -142,10 +159,13 @@ judge() {
 			if (inaf && /Call [Tt]race/ && excused && NR - excused <= 4) next
 			if (inoops && /BUG: kernel NULL pointer dereference, address: 0+\r?$|Oops: Oops: [0-9a-f][0-9a-f][0-9a-f][0-9a-f] \[#|Unable to handle kernel NULL pointer dereference at virtual address 0+\r?$|Internal error: Oops: [0-9a-f]+ \[#|Call [Tt]race/) next
 			if (inoops && /WARNING: .* at kernel\/context_tracking.c:[0-9]+ ct_kernel_exit/) next
-			print NR ": " $0; found = 1
-		}
-		END { exit !found }' "$log"; then
+			print NR ": " $0
+		}' "$log" | tr -d '\r')
+	if [ -n "$splat" ]; then
+		echo "$splat"
 		fail "$a: kernel splat in the guest log"
+		diag+=("$a: the splat's first lines (of $(echo "$splat" | wc -l)):")
+		while read -r l; do diag+=("  ${l:0:200}"); done < <(echo "$splat" | head -n 5)
 	else pass; fi
 	# Guest shell checks.
 	# ("skip NAME (why)": the kernel lacks what the check needs.)
@@ -187,6 +207,7 @@ for a in "${built[@]}"; do
 	case $a in *-debug | arm64-hardened) timeout=${KP_QEMU_TIMEOUT:-1500} ;; esac
 	if ! KP_QEMU_TIMEOUT=$timeout scripts/qemu-run.sh "$a" test; then
 		fail "$a: guest run did not complete"
+		last_seen "$a" "out/$a/test-console.log"
 	fi
 	judge "$a" "out/$a/test-console.log" "$suites"
 	# arm64 without pseudo-NMIs (the kernel's default; the boot above has
@@ -201,6 +222,7 @@ for a in "${built[@]}"; do
 			KP_CMDLINE="irqchip.gicv3_pseudo_nmi=0 kp_kunit_only kunit.filter_glob=kp_[ack][or]* ${KP_CMDLINE:-}" \
 			scripts/qemu-run.sh "$a" test; then
 			fail "$a: guest run without pseudo-NMIs did not complete"
+			last_seen "$a (nopnmi)" "out/$a/test-nopnmi-console.log"
 		fi
 		nolog="out/$a/test-nopnmi-console.log"
 		if grep -q 'Pseudo-NMIs enabled' "$nolog"; then
@@ -212,6 +234,7 @@ done
 
 # Every failure once more, at the end, where a truncated log still shows it.
 for f in "${failures[@]}"; do note "FAILED: $f"; done
+for d in "${diag[@]:0:16}"; do note "$d"; done
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
