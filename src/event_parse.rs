@@ -1050,6 +1050,14 @@ where
         ),
         Ok(Meta::Line(t)) => (t, None, true),
     };
+    // The count before the `%pd` expansion, as the kernel's (-E2BIG, no
+    // error_log entry; an expansion too long is -ENOMEM).
+    if text.split_ascii_whitespace().skip(2).count() > MAX_ARGS {
+        return Parsed {
+            note,
+            ..plain(err(ErrKind::TooManyArgs, def.arg_pos(0).unwrap_or(0)))
+        };
+    }
     let text = match expand_dentry_args(text, dentry.0, dentry.1, b) {
         None => text,
         Some(Ok(t)) => t,

@@ -893,6 +893,38 @@ fn dentry_args_expand_as_the_kernel() {
         expand_dentry_args(&line(fit + 1), 0x28, 0x10, &mut out),
         Some(Err(()))
     ));
+    // Too many arguments is E2BIG before an expansion too long is ENOMEM
+    // (the kernel counts them first).
+    let full = |l: &str| {
+        let mut buf = vec![0u8; kprobes_logic::event_parse::full_buf_len(l.len())];
+        let p = kprobes_logic::event_parse::parse_full(
+            l,
+            X86_64_REGS,
+            kprobes_logic::event_parse::PARAM_MAX_STACK,
+            None,
+            (0x28, 0x10),
+            &mut kprobes_logic::event_parse::retprobe_at_entry,
+            &mut buf,
+        );
+        p.result.map(|_| ()).map_err(|e| (e.kind, e.errno))
+    };
+    let with_x = |n: usize, x: usize| {
+        let mut l = line(n);
+        for i in 0..x {
+            l.push_str(&format!(" x{i}=%di"));
+        }
+        l
+    };
+    assert_eq!(full(&with_x(fit + 1, 0)), Err((ErrKind::FailRegProbe, 12)));
+    assert_eq!(
+        full(&with_x(fit + 1, 128 - fit)),
+        Err((ErrKind::TooManyArgs, 7))
+    );
+    assert_eq!(full(&with_x(fit, 128 - fit)), Ok(()));
+    assert_eq!(
+        full(&with_x(fit, 129 - fit)),
+        Err((ErrKind::TooManyArgs, 7))
+    );
     let mut small = [0u8; 20];
     assert!(matches!(
         expand_dentry_args("p:ev dput $arg1:%pd", 0x28, 0x10, &mut small),

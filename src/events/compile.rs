@@ -241,7 +241,7 @@ pub(super) fn build_site(
     seq: u64,
 ) -> core::result::Result<(KBox<Site>, KVec<Field>), (ErrKind, Error)> {
     // An unknown `@SYM` is refused later, where the kernel finds it
-    // (`symbols_refused`).
+    // (`symbols_refused`, which compiles the programs again).
     let (args, fields) = compile_args(d, true)?;
     // A return probe lists the number of instances it got, the default
     // one too, as the kernel's does (`r10:` where no number was given).

@@ -290,22 +290,30 @@ pub(super) fn registration_refused(d: &ProbeDef<'_>, e: Error) -> Refusal {
 /// `traceprobe_update_arg()` finds it, at registration right after the
 /// notrace check ([`notrace_refused`] does both): an invalid address,
 /// unless the probe's module is not loaded yet (then it is resolved again
-/// when the module comes).
-fn symbols_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
+/// when the module comes). The site takes the programs resolved here: one
+/// built with an unknown `@SYM` as address 0 (its module then pending)
+/// whose symbol appeared since (a module loaded) reads the symbol, not 0.
+fn symbols_refused(d: &ProbeDef<'_>, site: &mut Site) -> core::result::Result<(), Refusal> {
     if module_pending(d) {
         return Ok(());
     }
-    for a in d.args().flatten() {
-        if let Err((k, e)) = compile_arg(&a, 0, 0, false) {
-            return Err((k, d.location_pos, e));
+    match compile_args(d, false) {
+        Ok((args, _)) => {
+            // Not registered yet: nothing reads the programs replaced.
+            site.args = args;
+            Ok(())
         }
+        Err((k, e)) => Err((k, d.location_pos, e)),
     }
-    Ok(())
 }
 
 /// The kernel's notrace rule (`within_notrace_func()`), with its message;
-/// then its check of the arguments' symbols ([`symbols_refused`]).
-pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refusal> {
+/// then its check of the arguments' symbols ([`symbols_refused`]), whose
+/// programs `site` (not registered yet) takes.
+pub(super) fn notrace_refused(
+    d: &ProbeDef<'_>,
+    site: &mut Site,
+) -> core::result::Result<(), Refusal> {
     if let Some(addr) = requested_address(d).filter(|&a| within_notrace_func(a)) {
         pr_warn!(
             "Could not probe notrace function {}\n",
@@ -313,7 +321,7 @@ pub(super) fn notrace_refused(d: &ProbeDef<'_>) -> core::result::Result<(), Refu
         );
         return Err((ErrKind::FailRegProbe, d.location_pos, EINVAL));
     }
-    symbols_refused(d)?;
+    symbols_refused(d, site)?;
     // A misaligned address (arm64): the kernel's arch_prepare_kprobe()
     // refuses it with -EINVAL (the engine's API says -EILSEQ, and an
     // ftrace site's neighbourhood -EBUSY).
@@ -367,7 +375,7 @@ fn create(
         // SAFETY: never registered with the trace core.
         unsafe { kp_tev_free(ev.tev) };
     };
-    if let Err(r) = notrace_refused(d) {
+    if let Err(r) = notrace_refused(d, &mut site) {
         undo(&mut ev);
         return Err(r);
     }

@@ -34,7 +34,7 @@ pub(super) fn append(
     if ev.sites.iter().any(|s| s.body() == site.body()) {
         return Err((ErrKind::SameProbe, 0, EEXIST));
     }
-    notrace_refused(d)?;
+    notrace_refused(d, &mut site)?;
     site.ev = &**ev;
     register_or_wait(&mut site, d).map_err(|e| registration_refused(d, e))?;
     // Under `event_mutex` (`Locked`): enabling and disabling the event
