@@ -255,10 +255,17 @@ pub(crate) trait Jumps {
     fn opt_detours_in_use() -> usize {
         0
     }
-    /// Makes released detours of such an area free again if it is full
-    /// (waiting for every task to leave them): the optimizer's work, which
-    /// may wait, before it prepares. Registration lock held.
-    fn opt_reclaim(_g: &RegGuard) {}
+    /// Released detours of such an area: [`crate::slots::Area`]'s
+    /// `begin_reclaim` (whether any is ripe) and `finish_reclaim`, around
+    /// the engine's text work's wait; and whether any waits for a reclaim.
+    /// Registration lock held.
+    fn opt_begin_reclaim(_g: &RegGuard) -> bool {
+        false
+    }
+    fn opt_finish_reclaim(_g: &RegGuard) {}
+    fn opt_reclaimable() -> bool {
+        false
+    }
     /// Bounds such an area's detours (`kp_opt_detour_limit()`); the
     /// previous bound, `None` without such an area. Registration lock held.
     fn opt_set_detour_limit(_g: &RegGuard, _n: usize) -> Option<usize> {

@@ -745,6 +745,13 @@ void kp_helper_opt_schedule(void)
 	schedule_delayed_work(&kp_opt_work, KP_OPT_DELAY);
 }
 
+/* Runs the work now (after a run in progress) and waits for it. */
+void kp_helper_opt_flush(void)
+{
+	mod_delayed_work(system_wq, &kp_opt_work, 0);
+	flush_delayed_work(&kp_opt_work);
+}
+
 void kp_helper_opt_cancel(void)
 {
 	cancel_delayed_work_sync(&kp_opt_work);

@@ -40,8 +40,12 @@ use kernel::prelude::*;
 
 extern "C" {
     fn kp_helper_opt_schedule();
+    fn kp_helper_opt_flush();
     fn kp_helper_opt_cancel();
 }
+
+/// Until engine unload: the work may be scheduled.
+static ALIVE: AtomicBool = AtomicBool::new(true);
 
 /// The debugfs `optimize` switch.
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -66,19 +70,38 @@ pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// Asks for an optimizer run soon (after a short delay that lets a batch
-/// of registrations settle). Any context.
-pub(crate) fn kick() {
-    if arch::OPT_SUPPORTED && enabled() {
+/// Asks for a run of the engine's text work soon (after a short delay that
+/// lets a batch of registrations settle). Any context.
+fn schedule() {
+    if ALIVE.load(Ordering::Relaxed) {
         // SAFETY: schedules the static delayed work; no-op if pending.
         unsafe { kp_helper_opt_schedule() };
     }
 }
 
-/// A point went away (its neighbours may now be optimizable).
+/// Asks for an optimizer run soon. Any context.
+pub(crate) fn kick() {
+    if arch::OPT_SUPPORTED && enabled() {
+        schedule();
+    }
+}
+
+/// A point went away (its neighbours may now be optimizable; its slot
+/// waits for a reclaim).
 pub(crate) fn point_removed() {
     EPOCH.fetch_add(1, Ordering::Relaxed);
-    kick();
+    schedule();
+}
+
+/// Runs the engine's text work now and waits for it: what was freed before
+/// the call (slots, detours) is free again when it returns, unless a task
+/// is still inside. For a registration that found no free slot. Without
+/// the registration lock; process context.
+pub(crate) fn reclaim_now() {
+    if ALIVE.load(Ordering::Relaxed) {
+        // SAFETY: process context, no lock the work takes held.
+        unsafe { kp_helper_opt_flush() };
+    }
 }
 
 fn candidate(point: &Point, epoch: usize) -> bool {
@@ -141,31 +164,34 @@ fn pending(point: &Point) -> bool {
     point.opt.resume() != 0 && !point.opt.jumped()
 }
 
-/// The delayed work: prepare detours for candidates, wait, write the jumps
-/// prepared before the wait.
+/// The engine's text work (delayed): reclaims freed slots and detours,
+/// prepares detours for candidates, waits for tasks (without the lock),
+/// then frees what was reclaimed and writes the jumps prepared before the
+/// wait.
 #[no_mangle]
 pub(crate) extern "C" fn kp_optimizer_run() {
-    let gen = {
+    let (gen, reclaiming, jumps) = {
         let g = RegGuard::lock();
-        if !enabled() {
-            return;
-        }
-        let epoch = EPOCH.load(Ordering::Relaxed);
-        arch::Arch::opt_reclaim(&g);
+        // Pieces freed before the wait: free after it.
+        let reclaiming = crate::slots::begin_reclaim() | arch::Arch::opt_begin_reclaim(&g);
         let mut waiting = 0;
-        registry::for_each_point(&g, |point| {
-            try_prepare(&g, point, epoch);
-            if pending(point) {
-                waiting += 1;
-            }
-        });
-        if waiting == 0 {
+        if enabled() {
+            let epoch = EPOCH.load(Ordering::Relaxed);
+            registry::for_each_point(&g, |point| {
+                try_prepare(&g, point, epoch);
+                if pending(point) {
+                    waiting += 1;
+                }
+            });
+        }
+        if waiting == 0 && !reclaiming {
             return;
         }
         // Jumps prepared from now on (registrations during the wait) are
         // of the next generation.
         WAITS.fetch_add(1, Ordering::Relaxed);
-        GEN.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+        let gen = GEN.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        (gen, reclaiming, waiting != 0)
     };
     // Tasks that were inside the bytes to be covered (preempted, or
     // interrupted there) leave them; new ones cannot enter.
@@ -173,9 +199,14 @@ pub(crate) extern "C" fn kp_optimizer_run() {
     unsafe { kernel::bindings::synchronize_rcu_tasks() };
     WAITS_DONE.fetch_add(1, Ordering::Relaxed);
     let g = RegGuard::lock();
-    let mut later = false;
+    if reclaiming {
+        crate::slots::finish_reclaim();
+        arch::Arch::opt_finish_reclaim(&g);
+    }
+    // Candidates that found no free detour before: the next run.
+    let mut later = reclaiming;
     registry::for_each_point(&g, |point| {
-        if point.opt.resume() == 0 || point.opt.jumped() {
+        if !jumps || !enabled() || point.opt.resume() == 0 || point.opt.jumped() {
             return;
         }
         if point.opt.prepared_gen() == gen {
@@ -211,6 +242,10 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         // Their own wait, in the next run.
         kick();
     }
+    // Freed during the wait: their own.
+    if crate::slots::reclaimable() || arch::Arch::opt_reclaimable() {
+        schedule();
+    }
 }
 
 /// Puts `point` back on its breakpoint (no-op if it is not optimized).
@@ -241,9 +276,11 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
         registry::set_optimized_flag(g, point, false);
     }
     // Hits step the instruction again; a CPU that took the old value may
-    // still run the detour, which is freed only after every task left it.
+    // still run the detour, which is freed only after every task left it
+    // (the text work's reclaim).
     point.opt.clear();
     arch::Arch::opt_release(&o);
+    schedule();
     Ok(())
 }
 
@@ -278,9 +315,10 @@ pub(crate) fn set_enabled(on: bool) -> Result {
     r
 }
 
-/// Engine unload: no optimizer run after this returns.
+/// Engine unload: no run of the work after this returns.
 pub(crate) fn exit() {
     ENABLED.store(false, Ordering::Relaxed);
+    ALIVE.store(false, Ordering::Relaxed);
     // SAFETY: process context; cancels and waits for the work.
     unsafe { kp_helper_opt_cancel() };
 }
@@ -292,4 +330,5 @@ pub(crate) static HOOKS: Hooks = Hooks {
     armed,
     removed: point_removed,
     text_gone: forget,
+    reclaim_now,
 };

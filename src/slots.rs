@@ -12,6 +12,16 @@
 //! A backend may reserve other such areas ([`Area`]; x86_64: its
 //! jump-optimization detours, assembled with unwind data); they are
 //! allocated the same way.
+//!
+//! A piece freed while a task may still run it (preempted inside a boosted
+//! copy or a detour) is reused only after a tasks-RCU wait, the engine's
+//! text work's (`src/optimize.rs`), which never waits with the registration
+//! lock held: a task that never schedules voluntarily holds such a wait
+//! up, and if it needed a registration to stop (a worker told to stop
+//! after a probe is enabled) the two would wait for each other. An
+//! allocation finds none of them free until then; a registration that
+//! found no free slot has the work reclaim them and tries again, without
+//! the lock (`registry::register`).
 
 use crate::arch::Insns;
 use crate::arch::{NSLOTS, SLOT_SIZE};
@@ -39,6 +49,9 @@ pub(crate) struct Area<L: AreaLayout, const W: usize> {
     /// `synchronize_rcu_tasks()`, which waits until every task has
     /// voluntarily scheduled, run in user space or idled since.
     deferred: [AtomicU64; W],
+    /// Deferred pieces whose wait has begun ([`Self::begin_reclaim`]):
+    /// free once it ends ([`Self::finish_reclaim`]).
+    ripe: [AtomicU64; W],
     /// Pieces of index `limit` and above are not handed out (all of them
     /// unless a test narrows the area: [`Self::set_limit`]).
     limit: AtomicUsize,
@@ -54,6 +67,7 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
         Area {
             used: [const { AtomicU64::new(0) }; W],
             deferred: [const { AtomicU64::new(0) }; W],
+            ripe: [const { AtomicU64::new(0) }; W],
             limit: AtomicUsize::new(64 * W),
             layout: PhantomData,
         }
@@ -77,24 +91,26 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
         Some((w, 1 << (i % 64)))
     }
 
-    /// If every piece below the limit is taken, waits for tasks to leave
-    /// the deferred ones and frees them. Registration lock held; process
-    /// context.
-    pub(crate) fn reclaim_if_full(&self) {
-        if self.full() {
-            self.reclaim_deferred();
+    /// The deferred pieces become ripe: free after a tasks-RCU wait that
+    /// begins after this (the caller's, without the registration lock:
+    /// waiting under it would stall every registration until each task
+    /// scheduled, and a task that needs one to stop would never). Whether
+    /// any piece is ripe. Registration lock held; one reclaim at a time
+    /// (the engine's text work).
+    pub(crate) fn begin_reclaim(&self) -> bool {
+        let mut any = false;
+        for (d, r) in self.deferred.iter().zip(self.ripe.iter()) {
+            let bits = d.swap(0, Ordering::Relaxed);
+            r.fetch_or(bits, Ordering::Relaxed);
+            any |= r.load(Ordering::Relaxed) != 0;
         }
+        any
     }
 
-    /// Waits for tasks to leave deferred pieces and frees them. Registration
-    /// lock held; process context.
-    fn reclaim_deferred(&self) {
-        if self.deferred.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
-            return;
-        }
-        // SAFETY: process context.
-        unsafe { kernel::bindings::synchronize_rcu_tasks() };
-        for (w, word) in self.deferred.iter().enumerate() {
+    /// Frees the ripe pieces, refilled. Registration lock held, after a
+    /// tasks-RCU wait that began after [`Self::begin_reclaim`].
+    pub(crate) fn finish_reclaim(&self) {
+        for (w, word) in self.ripe.iter().enumerate() {
             let mut bits = word.swap(0, Ordering::Relaxed);
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
@@ -106,15 +122,17 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
         }
     }
 
-    /// Takes a free piece. Registration lock held.
-    pub(crate) fn alloc(&self) -> Option<usize> {
-        self.reclaim_if_full();
-        self.alloc_now()
+    /// Whether freed pieces wait for a reclaim.
+    pub(crate) fn reclaimable(&self) -> bool {
+        self.deferred
+            .iter()
+            .chain(self.ripe.iter())
+            .any(|w| w.load(Ordering::Relaxed) != 0)
     }
 
-    /// Takes a free piece without waiting for deferred ones (`None` when
-    /// there is none). Registration lock held.
-    pub(crate) fn alloc_now(&self) -> Option<usize> {
+    /// Takes a free piece (`None` when there is none: freed ones wait for
+    /// the engine's text work to reclaim them). Registration lock held.
+    pub(crate) fn alloc(&self) -> Option<usize> {
         let (w, bit) = self.first_free()?;
         let word = self.used.get(w)?;
         word.fetch_or(1 << bit, Ordering::Relaxed);
@@ -151,8 +169,21 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
         self.limit.swap(n.min(Self::LEN), Ordering::Relaxed)
     }
 
+    /// Pieces below the limit that [`Self::alloc`] can hand out now.
+    pub(crate) fn free_count(&self) -> usize {
+        let limit = self.limit.load(Ordering::Relaxed);
+        let used: usize = self
+            .used
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+            .sum();
+        limit.saturating_sub(used)
+    }
+
     /// Whether every piece below the limit is taken (or waits for tasks
     /// to leave it).
+    // Asked of an area of detours (x86_64's) before its probe scan.
+    #[allow(dead_code)]
     pub(crate) fn full(&self) -> bool {
         self.first_free().is_none()
     }
@@ -167,13 +198,17 @@ impl<L: AreaLayout, const W: usize> Area<L, W> {
     /// Pieces in use, not counting those waiting for every task to leave
     /// them.
     pub(crate) fn in_use(&self) -> usize {
-        self.used
+        let mut n = 0;
+        for ((u, d), r) in self
+            .used
             .iter()
             .zip(self.deferred.iter())
-            .map(|(u, d)| {
-                (u.load(Ordering::Relaxed) & !d.load(Ordering::Relaxed)).count_ones() as usize
-            })
-            .sum()
+            .zip(self.ripe.iter())
+        {
+            let waiting = d.load(Ordering::Relaxed) | r.load(Ordering::Relaxed);
+            n += (u.load(Ordering::Relaxed) & !waiting).count_ones() as usize;
+        }
+        n
     }
 
     /// The piece of index `i` (below [`Self::LEN`]).
@@ -220,9 +255,30 @@ pub(crate) fn free_deferred(slot: usize) {
     SLOTS.free_deferred(slot);
 }
 
-/// Takes a free slot. Registration lock held.
+/// Takes a free slot (`None` when there is none; freed ones wait for
+/// [`finish_reclaim`]). Registration lock held.
 pub(crate) fn alloc() -> Option<usize> {
     SLOTS.alloc()
+}
+
+/// [`Area::begin_reclaim`] for the slots.
+pub(crate) fn begin_reclaim() -> bool {
+    SLOTS.begin_reclaim()
+}
+
+/// [`Area::finish_reclaim`] for the slots.
+pub(crate) fn finish_reclaim() {
+    SLOTS.finish_reclaim()
+}
+
+/// Whether freed slots wait for a reclaim.
+pub(crate) fn reclaimable() -> bool {
+    SLOTS.reclaimable()
+}
+
+/// Slots free now.
+pub(crate) fn free_count() -> usize {
+    SLOTS.free_count()
 }
 
 /// Takes a free slot for what is optional (a jump-optimized probe's

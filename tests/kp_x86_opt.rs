@@ -823,6 +823,97 @@ fn opt_detours_run_out(t: &mut Test) {
     kp_expect_eq!(t, kp::stats().slots, base);
 }
 
+fn now_ns() -> u64 {
+    // SAFETY: a plain clock read.
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
+static BUSY_STOP: AtomicBool = AtomicBool::new(false);
+
+/// Spins for `ms` milliseconds (or until stopped) without ever sleeping:
+/// a task that holds every tasks-RCU wait up meanwhile.
+fn busy(ms: usize) {
+    let end = now_ns() + ms as u64 * 1_000_000;
+    while !BUSY_STOP.load(Ordering::Relaxed) && now_ns() < end {
+        core::hint::spin_loop();
+    }
+}
+
+/// While a task that never sleeps holds the engine's wait for tasks up,
+/// registering, disabling and enabling probes go on: the wait that
+/// reclaims released detours (and slots) runs without the registration
+/// lock. (It ran with it when the detours were full, and the lock then
+/// waited for the task, which, had it waited for the registration, as
+/// kp_core's workers wait for their test, never ended: CI hung there.)
+/// Once the task sleeps, the reclaimed detours go to the probes waiting.
+fn opt_reclaim_with_a_busy_task(t: &mut Test) {
+    let base = kp::stats().slots;
+    let prev = match kp::opt_detour_limit(2) {
+        Ok(p) => p,
+        Err(e) => {
+            kp_expect!(t, false, "kp_opt_detour_limit: {:?}", e);
+            return;
+        }
+    };
+    let _restore = DetourLimit(prev);
+    let addr = |f: *const ()| Target::Address(crate::targets::addr_of(f));
+    let a = kp::Kprobe::register(addr(kp_opt_ret9 as *const ()), h(Act::Count));
+    let b = kp::Kprobe::register(addr(kp_opt_entry as *const ()), h(Act::Count));
+    let (Ok(a), Ok(b)) = (a, b) else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    kp_expect!(t, wait_optimized(a.probe()), "first not optimized");
+    kp_expect!(t, wait_optimized(b.probe()), "second not optimized");
+    BUSY_STOP.store(false, Ordering::SeqCst);
+    let other = Some((crate::util::this_cpu() + 1) % 2);
+    let Ok(w) = Worker::start(busy, 3000, other) else {
+        kp_expect!(t, false, "cannot start the worker");
+        return;
+    };
+    // The first's detour is released; with the bound at two the area is
+    // full, and the work that reclaims it waits for the busy task.
+    drop(a);
+    msleep(200);
+    let t0 = now_ns();
+    let at = crate::targets::addr_of(kp_opt_mix as *const ()) + 9;
+    let c = kp::Kprobe::register(Target::Address(at), h(Act::Count));
+    kp_expect!(t, b.disable().is_ok());
+    kp_expect!(t, b.enable().is_ok());
+    let took_ms = (now_ns() - t0) / 1_000_000;
+    kp_expect!(
+        t,
+        took_ms < 1000,
+        "registering and toggling took {} ms: they waited for a task that never sleeps",
+        took_ms
+    );
+    BUSY_STOP.store(true, Ordering::SeqCst);
+    drop(w);
+    let Ok(c) = c else {
+        kp_expect!(t, false, "register");
+        return;
+    };
+    // The reclaimed detours go to the two probes left.
+    kp_expect!(t, wait_optimized(c.probe()), "the third not optimized");
+    kp_expect!(
+        t,
+        wait_optimized(b.probe()),
+        "the second not optimized again"
+    );
+    kp_expect_eq!(t, mix(3, 4), mix_model(3, 4));
+    // SAFETY: a plain assembly function.
+    kp_expect_eq!(t, unsafe { kp_opt_entry(black_box(4)) }, 5);
+    kp_expect_eq!(t, c.handler().hits.load(Ordering::SeqCst), 1);
+    kp_expect_eq!(t, b.handler().hits.load(Ordering::SeqCst), 1);
+    t.info(format_args!(
+        "registering and toggling beside the busy task: {} ms",
+        took_ms
+    ));
+    drop(b);
+    drop(c);
+    kp_expect_eq!(t, kp::stats().slots, base);
+}
+
 /// A probe armed while the optimizer waits for tasks gets its jump only
 /// after a wait of its own (`util::opt_armed_during_wait`).
 fn opt_armed_during_wait(t: &mut Test) {
@@ -849,6 +940,7 @@ kunit_suite!(
         opt_disable_restores_bytes,
         opt_toggle_under_load,
         opt_detours_run_out,
-        opt_armed_during_wait
+        opt_armed_during_wait,
+        opt_reclaim_with_a_busy_task
     ]
 );

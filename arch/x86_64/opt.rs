@@ -360,9 +360,8 @@ pub(crate) fn prepare(
     // sign-extend from 32 bits (push imm32).
     let imm = i32::try_from(addr.wrapping_add(1) as i64)
         .map_err(|_| ("address out of push range", true))?;
-    // Not waiting here for released detours (the registration path comes
-    // here too): the optimizer's work reclaims them (`opt_reclaim`).
-    let detour = DETOURS_AREA.alloc_now().ok_or(("no free detour", false))?;
+    // Released detours are the engine's text work's to reclaim.
+    let detour = DETOURS_AREA.alloc().ok_or(("no free detour", false))?;
     // What follows the template: the relocated instructions, the jump back,
     // int3 to the end.
     let h = head();
@@ -554,7 +553,15 @@ impl Jumps for Arch {
         Some(DETOURS_AREA.set_limit(n))
     }
 
-    fn opt_reclaim(_g: &RegGuard) {
-        DETOURS_AREA.reclaim_if_full();
+    fn opt_begin_reclaim(_g: &RegGuard) -> bool {
+        DETOURS_AREA.begin_reclaim()
+    }
+
+    fn opt_finish_reclaim(_g: &RegGuard) {
+        DETOURS_AREA.finish_reclaim();
+    }
+
+    fn opt_reclaimable() -> bool {
+        DETOURS_AREA.reclaimable()
     }
 }

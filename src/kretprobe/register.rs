@@ -29,6 +29,8 @@ fn register(rp: &mut KpKretprobe) -> Result {
         default_maxactive()
     };
     let pool = alloc_pool(rp, n, rp.data_size)?;
+    // A stub per instance: slots freed before wait for a reclaim.
+    crate::registry::reclaim_slots_for(n);
     {
         let g = RegGuard::lock();
         reap(&g);

@@ -30,6 +30,9 @@ pub(crate) struct Hooks {
     /// `point`'s text is going away with its module: forget what is layered
     /// on it without touching the text.
     pub(crate) text_gone: fn(&RegGuard, &Point),
+    /// Called WITHOUT the registration lock: waits until what was freed
+    /// before the call (slots) is free again (a registration found none).
+    pub(crate) reclaim_now: fn(),
 }
 
 fn ok(_g: &RegGuard, _p: &Point) -> Result {
@@ -51,6 +54,7 @@ static NONE: Hooks = Hooks {
     armed: forget,
     removed: nothing,
     text_gone: forget,
+    reclaim_now: nothing,
 };
 
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
@@ -61,7 +65,7 @@ pub(crate) fn set(hooks: &'static Hooks) {
 }
 
 /// The installed hooks.
-pub(super) fn get() -> &'static Hooks {
+pub(crate) fn get() -> &'static Hooks {
     let h = HOOKS.load(Ordering::Acquire);
     if h.is_null() {
         &NONE

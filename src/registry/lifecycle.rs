@@ -409,6 +409,27 @@ pub(super) fn check_new(g: &RegGuard, p: &mut KpKprobe) -> Result {
 }
 
 pub(super) fn register(p: &mut KpKprobe, kret: bool) -> Result {
+    match register_once(p, kret) {
+        // No free slot while freed ones wait for the engine's text work:
+        // that work reclaims them (without the lock held) and the
+        // registration tries again.
+        Err(e) if e == ENOSPC && crate::slots::reclaimable() => {
+            (hooks::get().reclaim_now)();
+            register_once(p, kret)
+        }
+        r => r,
+    }
+}
+
+/// Waits (without the registration lock) for the engine's text work to
+/// reclaim freed slots if fewer than `n` are free and some wait for it.
+pub(crate) fn reclaim_slots_for(n: usize) {
+    if crate::slots::free_count() < n && crate::slots::reclaimable() {
+        (hooks::get().reclaim_now)();
+    }
+}
+
+fn register_once(p: &mut KpKprobe, kret: bool) -> Result {
     let g = RegGuard::lock();
     check_new(&g, p)?;
     // Leftovers of an earlier registration, as the kernel clears them.
