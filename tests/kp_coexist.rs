@@ -417,6 +417,63 @@ fn kernel_while_disabled(t: &mut Test) {
     kp_expect_eq!(t, text_word(b), wb);
 }
 
+/// x86_64: the engine's probe jump-optimized, then the kernel's kprobe
+/// (with a post handler) on the engine's `jmp`, which the kernel takes for
+/// the instruction there: it puts its int3 over it and emulates the jump
+/// into the engine's detour. Both see every call. The engine must leave
+/// that jump, its tail and its detour alone while the kernel's int3 sits
+/// on it: a probe that needs the engine's breakpoint back (a post handler)
+/// is refused with `-EBUSY`, the bytes stay. (Restoring the original tail
+/// under the kernel's int3 had the kernel write the `jmp` back over them
+/// when it left: a jump to wherever they pointed.) Once the kernel's is
+/// gone its `jmp` is back, and unregistering the engine's gives the text
+/// back.
+#[cfg(CONFIG_X86_64)]
+fn kernel_on_engines_jump(t: &mut Test) {
+    if !crate::util::kernel_kprobes(t) {
+        return;
+    }
+    let [_, b, c] = insns();
+    let (wb, wc) = (text_word(b), text_word(c));
+    HITS.store(0, Ordering::SeqCst);
+    let mut p = engine_probe(b);
+    kp_expect_eq!(t, register(&mut p), 0);
+    let mut waited = 0;
+    while p.flags & crate::kp::KP_FLAG_OPTIMIZED == 0 && waited < 5000 {
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+        waited += 10;
+    }
+    kp_expect!(t, p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0, "not optimized");
+    let jump = text_word(b);
+    kp_expect_eq!(t, jump & 0xff, 0xe9);
+    // SAFETY: a kernel kprobe on this module's own function.
+    let r = unsafe { kp_test_kernel_kprobe_at(b, true, true) };
+    t.info(format_args!("the kernel's kprobe on the engine's jump: {}", r));
+    if r == 0 {
+        kp_expect_eq!(t, text_word(b) & 0xff, 0xcc, "the kernel's int3");
+        call_checks(t, "the kernel's kprobe on the engine's jump");
+        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 3);
+        // SAFETY: reads a counter of the C helper.
+        kp_expect_eq!(t, unsafe { kp_test_kernel_kprobe_hits() }, 3);
+        let mut post = engine_probe(b);
+        post.post_handler = Some(no_post);
+        kp_expect_eq!(t, register(&mut post), EBUSY, "the jump taken away");
+        kp_expect_eq!(t, text_word(b), (jump & !0xff) | 0xcc, "the bytes kept");
+        call_checks(t, "after the refusal");
+        kp_expect_eq!(t, HITS.load(Ordering::SeqCst), 6);
+        // SAFETY: registered above.
+        unsafe { kp_test_kernel_kprobe_at(b, false, true) };
+        kp_expect_eq!(t, text_word(b), jump, "the engine's jump back");
+    }
+    call_checks(t, "the engine's jump alone");
+    kp_expect_eq!(t, HITS.load(Ordering::SeqCst), if r == 0 { 9 } else { 3 });
+    unregister(&mut p);
+    kp_expect_eq!(t, text_word(b), wb);
+    kp_expect_eq!(t, text_word(c), wc);
+    call_checks(t, "after both went");
+}
+
 #[cfg(CONFIG_X86_64)]
 kunit_suite!(
     kp_coexist,
@@ -426,6 +483,7 @@ kunit_suite!(
         engine_first,
         kernel_optimized_first,
         engine_first_kernel_unposted,
+        kernel_on_engines_jump,
         kernel_while_disabled
     ]
 );

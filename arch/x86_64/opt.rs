@@ -476,9 +476,18 @@ fn restore_tail(addr: usize, orig: &[u8]) {
 }
 
 /// Puts the breakpoint back in place of the jump, then the original tail.
+/// `EBUSY` when the jump's first byte is not ours any more: the kernel's
+/// kprobes take a `jmp` for an instruction they may probe, put their int3
+/// over it and emulate the jump into the detour. Then the jump, its tail
+/// and the detour stay (the caller keeps the point, or refuses what needed
+/// the jump gone): restoring the tail under their int3 would have them
+/// write the `jmp` back over the original bytes when they leave, a jump to
+/// wherever those bytes point.
 pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
-    // SAFETY: the first byte of the jump back to int3 (atomic).
-    unsafe { text::write(addr, &[INT3]) }?;
+    // SAFETY: the first byte of our jump back to int3 (atomic), if it is
+    // still ours (checked under `text_mutex`, which the kernel's kprobes
+    // hold to arm).
+    unsafe { text::write_if_unchanged(addr, &[0xe9], &[INT3]) }?;
     sync();
     // SAFETY: the bytes under the int3 again; the original instructions.
     unsafe { text::write(addr + 1, &opt.orig[1..span(opt)]) }?;
