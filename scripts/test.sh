@@ -230,6 +230,28 @@ for a in "${built[@]}"; do
 		else pass; fi
 		judge "$a" "$nolog" kp_kret,kp_core,kp_arm64_sim,kp_arm64_opt nopnmi
 	fi
+	# x86_64 with call-depth tracking (retbleed=stuff, as on Intel
+	# Skylake-class machines): the return thunk is call_depth_return_thunk,
+	# whose sarq changes the arithmetic flags; a trampoline returning into
+	# the middle of probed code must not go through it (kp_x86_emu's
+	# kp_plain_cmpflags reads the flags right after a post tail). QEMU's
+	# Skylake model under TCG (it warns about the features TCG lacks), on
+	# the kernel with MITIGATION_CALL_DEPTH_TRACKING.
+	if [ "$a" = x86_64-hardened ]; then
+		note "$a: booting QEMU as Skylake with retbleed=stuff"
+		if ! KP_QEMU_TIMEOUT=${KP_QEMU_TIMEOUT:-600} KP_QEMU_TAG=stuff \
+			KP_QEMU_ARGS="-cpu Skylake-Client ${KP_QEMU_ARGS:-}" \
+			KP_CMDLINE="spectre_v2=retpoline retbleed=stuff kp_kunit_only kunit.filter_glob=kp_x86_* ${KP_CMDLINE:-}" \
+			scripts/qemu-run.sh "$a" test; then
+			fail "$a: guest run with retbleed=stuff did not complete"
+			last_seen "$a (stuff)" "out/$a/test-stuff-console.log"
+		fi
+		stufflog="out/$a/test-stuff-console.log"
+		if grep -q 'RETBleed: Mitigation: Stuffing' "$stufflog"; then pass; else
+			fail "$a: the boot with retbleed=stuff has no call-depth tracking"
+		fi
+		judge "$a" "$stufflog" kp_x86_emu,kp_x86_opt stuff
+	fi
 done
 
 # Every failure once more, at the end, where a truncated log still shows it.

@@ -225,6 +225,17 @@ core::arch::global_asm!(
     "add %rsi, %rax",
     "KP_SAFE ret",
     "KP_END kp_plain_ripstore",
+    // The arithmetic flags a boosted instruction (+0) leaves, read right
+    // after it: with a post handler the copy returns through the post
+    // trampoline, whose return must not change them (a return thunk may:
+    // call_depth_return_thunk's `sarq` under retbleed=stuff).
+    "KP_FN kp_plain_cmpflags",
+    "cmp %rsi, %rdi",
+    "pushfq",
+    "pop %rax",
+    "and $0x8d5, %eax",
+    "KP_SAFE ret",
+    "KP_END kp_plain_cmpflags",
     // Stepped out of line with a re-aimed RIP-relative operand (probe at 0).
     "KP_FN kp_emu_riprel",
     "mov kp_emu_literal(%rip), %rax",
@@ -258,6 +269,7 @@ insn_table!(
     kp_emu_jmp_rdx @ 12, kp_emu_jmp_r11 @ 12, kp_emu_call_rdx @ 7, kp_emu_call_r10 @ 7,
     kp_emu_riprel @ 0,
     kp_plain_push @ 0, kp_plain_pop @ 1, kp_plain_lock @ 1, kp_plain_lods @ 4, kp_plain_ripstore @ 0,
+    kp_plain_cmpflags @ 0,
 );
 
 /// How often the probed instruction runs for one call: once, except in the

@@ -40,7 +40,9 @@
  */
 #include <linux/linkage.h>
 #include <linux/objtool.h>
+#include <asm/alternative.h>
 #include <asm/asm-offsets.h>
+#include <asm/cpufeatures.h>
 #include <asm/nospec-branch.h>
 #include <asm/segment.h>
 #include <asm/unwind_hints.h>
@@ -102,15 +104,31 @@
 .endm
 
 /*
+ * A return that leaves the arithmetic flags as the popfq before it restored
+ * them, for a return into the middle of probed code, where they may be
+ * live: through the return thunk (RET), except under call-depth tracking
+ * (X86_FEATURE_CALL_DEPTH: retbleed=stuff, its=stuff), whose thunk,
+ * call_depth_return_thunk, shifts the per-CPU depth with a sarq that
+ * changes them; there a bare ret, as the kernel's ftrace_regs_caller and
+ * return_to_handler return after a call that was not accounted (neither
+ * was the call from the engine's slot or detour that entered here).
+ */
+.macro KP_RET_KEEP_FLAGS
+	ALTERNATIVE __stringify(RET), \
+		    __stringify(ANNOTATE_UNRET_SAFE; ret; int3), \
+		    X86_FEATURE_CALL_DEPTH
+.endm
+
+/*
  * The end of a trampoline entered by "push $addr; call": [rsp] is where the
  * handler said to go, [rsp + 8] the pushed address. Moves the first over
  * the second (pop to memory addresses the stack after the pop) and returns
- * there, flags untouched: "ret $8" through the return thunk.
+ * there, flags untouched: "ret $8".
  */
 .macro KP_RET_DROP_WORD
 	popq	(%rsp)
 	UNWIND_HINT_FUNC
-	RET
+	KP_RET_KEEP_FLAGS
 .endm
 
 /*
@@ -159,7 +177,7 @@ SYM_CODE_START(kp_x86_opt_redirect)
 	UNWIND_HINT type=UNWIND_HINT_TYPE_CALL sp_reg=ORC_REG_SP sp_offset=PTREGS_SIZE+8
 	KP_RESTORE_REGS
 	UNWIND_HINT_FUNC
-	RET
+	KP_RET_KEEP_FLAGS
 SYM_CODE_END(kp_x86_opt_redirect)
 
 /*
