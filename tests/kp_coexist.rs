@@ -444,12 +444,19 @@ fn kernel_on_engines_jump(t: &mut Test) {
         unsafe { bindings::msleep(10) };
         waited += 10;
     }
-    kp_expect!(t, p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0, "not optimized");
+    kp_expect!(
+        t,
+        p.flags & crate::kp::KP_FLAG_OPTIMIZED != 0,
+        "not optimized"
+    );
     let jump = text_word(b);
     kp_expect_eq!(t, jump & 0xff, 0xe9);
     // SAFETY: a kernel kprobe on this module's own function.
     let r = unsafe { kp_test_kernel_kprobe_at(b, true, true) };
-    t.info(format_args!("the kernel's kprobe on the engine's jump: {}", r));
+    t.info(format_args!(
+        "the kernel's kprobe on the engine's jump: {}",
+        r
+    ));
     if r == 0 {
         kp_expect_eq!(t, text_word(b) & 0xff, 0xcc, "the kernel's int3");
         call_checks(t, "the kernel's kprobe on the engine's jump");
