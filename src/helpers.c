@@ -745,11 +745,10 @@ void kp_helper_opt_schedule(void)
 	schedule_delayed_work(&kp_opt_work, KP_OPT_DELAY);
 }
 
-/* Runs the work now (after a run in progress) and waits for it. */
-void kp_helper_opt_flush(void)
+/* Runs the work now (after a run in progress). */
+void kp_helper_opt_run_now(void)
 {
 	mod_delayed_work(system_wq, &kp_opt_work, 0);
-	flush_delayed_work(&kp_opt_work);
 }
 
 void kp_helper_opt_cancel(void)

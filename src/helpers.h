@@ -136,7 +136,7 @@ void kp_helper_seq_write(struct seq_file *m, const char *data, size_t len);
 
 /* jump optimization (src/optimize.rs) */
 void kp_helper_opt_schedule(void);
-void kp_helper_opt_flush(void);
+void kp_helper_opt_run_now(void);
 void kp_helper_opt_cancel(void);
 void kp_optimizer_run(void);
 u64 __percpu *kp_helper_counter_alloc(void);

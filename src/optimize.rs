@@ -40,7 +40,7 @@ use kernel::prelude::*;
 
 extern "C" {
     fn kp_helper_opt_schedule();
-    fn kp_helper_opt_flush();
+    fn kp_helper_opt_run_now();
     fn kp_helper_opt_cancel();
 }
 
@@ -60,10 +60,13 @@ static EPOCH: AtomicUsize = AtomicUsize::new(0);
 /// running wait began is not covered by that wait. (Wrapping: after 65,536
 /// waits a jump prepared long ago may wait once more.)
 static GEN: AtomicU16 = AtomicU16::new(0);
-/// The optimizer's waits for tasks begun and ended since the engine loaded
-/// (`kp_get_stats()`).
+/// The optimizer's waits for tasks with jumps to write, begun and ended
+/// since the engine loaded (`kp_get_stats()`).
 pub(crate) static WAITS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static WAITS_DONE: AtomicUsize = AtomicUsize::new(0);
+/// The text work's waits that reclaim freed pieces, begun and ended.
+static RECLAIMS: AtomicUsize = AtomicUsize::new(0);
+static RECLAIMS_DONE: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether jump optimization is on.
 pub(crate) fn enabled() -> bool {
@@ -93,14 +96,26 @@ pub(crate) fn point_removed() {
     schedule();
 }
 
-/// Runs the engine's text work now and waits for it: what was freed before
-/// the call (slots, detours) is free again when it returns, unless a task
-/// is still inside. For a registration that found no free slot. Without
-/// the registration lock; process context.
+/// Runs the engine's text work now and waits, up to 2 s, for a reclaim
+/// that began after the call: then what was freed before it (slots,
+/// detours) is free again. Bounded: a task that never sleeps holds the
+/// reclaim up, and it may be waiting for this very registration. For a
+/// registration that found no free slot. Without the registration lock;
+/// process context.
 pub(crate) fn reclaim_now() {
-    if ALIVE.load(Ordering::Relaxed) {
-        // SAFETY: process context, no lock the work takes held.
-        unsafe { kp_helper_opt_flush() };
+    if !ALIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    let k = RECLAIMS.load(Ordering::Relaxed);
+    // SAFETY: schedules the static delayed work at once.
+    unsafe { kp_helper_opt_run_now() };
+    for _ in 0..200 {
+        let waiting = crate::slots::reclaimable() || arch::Arch::opt_reclaimable();
+        if RECLAIMS_DONE.load(Ordering::Relaxed) > k || !waiting {
+            return;
+        }
+        // SAFETY: process context.
+        unsafe { kernel::bindings::msleep(10) };
     }
 }
 
@@ -189,7 +204,12 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         }
         // Jumps prepared from now on (registrations during the wait) are
         // of the next generation.
-        WAITS.fetch_add(1, Ordering::Relaxed);
+        if waiting != 0 {
+            WAITS.fetch_add(1, Ordering::Relaxed);
+        }
+        if reclaiming {
+            RECLAIMS.fetch_add(1, Ordering::Relaxed);
+        }
         let gen = GEN.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         (gen, reclaiming, waiting != 0)
     };
@@ -197,11 +217,14 @@ pub(crate) extern "C" fn kp_optimizer_run() {
     // interrupted there) leave them; new ones cannot enter.
     // SAFETY: process context (workqueue).
     unsafe { kernel::bindings::synchronize_rcu_tasks() };
-    WAITS_DONE.fetch_add(1, Ordering::Relaxed);
     let g = RegGuard::lock();
+    if jumps {
+        WAITS_DONE.fetch_add(1, Ordering::Relaxed);
+    }
     if reclaiming {
         crate::slots::finish_reclaim();
         arch::Arch::opt_finish_reclaim(&g);
+        RECLAIMS_DONE.fetch_add(1, Ordering::Relaxed);
     }
     // Candidates that found no free detour before: the next run.
     let mut later = reclaiming;
@@ -235,6 +258,10 @@ pub(crate) extern "C" fn kp_optimizer_run() {
             Err(e) => {
                 pr_err!("cannot optimize the probe at {:#x}: {:?}\n", point.addr, e);
                 let _ = unoptimize(&g, point);
+                // Not again this epoch (each try would cost a wait).
+                point
+                    .opt
+                    .set_refused((EPOCH.load(Ordering::Relaxed) as u16).wrapping_add(1));
             }
         }
     });
@@ -270,7 +297,12 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     let o = point.opt.insn();
     if point.opt.jumped() {
         if restore {
-            arch::Arch::opt_unjump(point.addr, &o)?;
+            if let Err(e) = arch::Arch::opt_unjump(point.addr, &o) {
+                if e == EBUSY {
+                    pin_for_good(point.addr);
+                }
+                return Err(e);
+            }
         }
         point.opt.set_jumped(false);
         registry::set_optimized_flag(g, point, false);
@@ -282,6 +314,36 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     arch::Arch::opt_release(&o);
     schedule();
     Ok(())
+}
+
+extern "C" {
+    fn kp_helper_module_get() -> bool;
+}
+
+/// Set once the engine pinned itself for a jump it cannot take back.
+static PINNED: AtomicBool = AtomicBool::new(false);
+
+/// Someone else's breakpoint sits on the jump at `addr` (the kernel's
+/// kprobes took the `jmp` for the instruction and emulate it into the
+/// detour): the jump and its detour must stay for as long as theirs may,
+/// so the engine stays loaded for good, pinned now, while it can be (an
+/// unload could otherwise meet that breakpoint with the registration and
+/// events locks held and wait for it forever). Registration lock held.
+fn pin_for_good(addr: usize) {
+    if !PINNED.swap(true, Ordering::Relaxed) {
+        // SAFETY: plain call; never released.
+        let pinned = unsafe { kp_helper_module_get() };
+        pr_warn!(
+            "someone else's breakpoint on the jump at {:#x}: it stays, and the \
+             engine stays loaded{}\n",
+            addr,
+            if pinned {
+                ""
+            } else {
+                " (cannot pin it: unloading)"
+            }
+        );
+    }
 }
 
 /// Unoptimizes the points whose jump covers `addr` (a probe is about to

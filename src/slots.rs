@@ -20,8 +20,8 @@
 //! up, and if it needed a registration to stop (a worker told to stop
 //! after a probe is enabled) the two would wait for each other. An
 //! allocation finds none of them free until then; a registration that
-//! found no free slot has the work reclaim them and tries again, without
-//! the lock (`registry::register`).
+//! found no free slot has the work reclaim them, waits for that (without
+//! the lock, at most 2 s) and tries again (`registry::register`).
 
 use crate::arch::Insns;
 use crate::arch::{NSLOTS, SLOT_SIZE};
@@ -290,7 +290,8 @@ pub(crate) fn free_count() -> usize {
 // of their own).
 #[allow(dead_code)]
 pub(crate) fn alloc_spare() -> Option<usize> {
-    if NSLOTS - in_use() <= NSLOTS / 4 {
+    // (Freed slots waiting for a reclaim are not free.)
+    if free_count() <= NSLOTS / 4 {
         return None;
     }
     alloc()

@@ -415,15 +415,22 @@ static DONE: AtomicBool = AtomicBool::new(false);
 static HITS_A: AtomicU64 = AtomicU64::new(0);
 static HITS_B: AtomicU64 = AtomicU64::new(0);
 
+/// Whether [`caller`] sleeps now and then.
+static SLEEPY: AtomicBool = AtomicBool::new(false);
+
 /// Calls the target until `STOP` or `limit` calls, counting them; checks the
-/// return value every time. It sleeps now and then, as real tasks block:
-/// the engine's waits for every task to schedule voluntarily (before it
-/// writes a jump, before it reuses a slot) then end while it runs, and
-/// jumps are written and taken away under its calls.
+/// return value every time. With `SLEEPY` it sleeps now and then, as real
+/// tasks block: the engine's waits for every task to schedule voluntarily
+/// (before it writes a jump, before it reuses a slot) then end while it
+/// runs, and jumps are written and taken away under its calls. Without, no
+/// such wait ends while it runs, and the engine must never need one to
+/// (the storm: a wait with the registration lock held would stop the test,
+/// which alone can stop the worker).
 fn caller(limit: usize) {
     let mut n = 0u64;
+    let sleepy = SLEEPY.load(Ordering::Relaxed);
     while !STOP.load(Ordering::Relaxed) && (n as usize) < limit {
-        if n % 10_000 == 9_999 {
+        if sleepy && n % 10_000 == 9_999 {
             // SAFETY: process context.
             unsafe { bindings::msleep(1) };
         }
@@ -461,6 +468,7 @@ unsafe extern "C" fn count_b(_p: *mut KpKprobe, _r: *mut bindings::pt_regs) -> c
 }
 
 fn reset_concurrency() {
+    SLEEPY.store(false, Ordering::SeqCst);
     STOP.store(false, Ordering::SeqCst);
     MUST_NOT_RUN.store(false, Ordering::SeqCst);
     LIVE_CALLS.store(0, Ordering::SeqCst);
@@ -477,6 +485,7 @@ fn other_cpu() -> Option<u32> {
 
 fn toggle_while_other_cpu_calls(t: &mut Test) {
     reset_concurrency();
+    SLEEPY.store(true, Ordering::SeqCst);
     let mut b = probe_on(c"kp_kunit_target2");
     b.pre_handler = Some(count_b);
     let orig_word = crate::util::text_word(kp_kunit_target2 as *const () as usize);

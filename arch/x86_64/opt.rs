@@ -454,10 +454,10 @@ pub(crate) fn jump(addr: usize, opt: &OptInsn) -> Result {
 }
 
 /// Puts the original bytes back under the armed int3 at `addr` after a
-/// failed [`jump`], however long a failure lasts (the alias mapping
-/// allocates): the caller then drops the detour, and a step of the
-/// original instruction must not run into int3 filler. No CPU executes
-/// the bytes meanwhile: hits resume in the detour.
+/// failed [`jump`] (or in [`unjump`]), however long a failure lasts (the
+/// alias mapping allocates): the caller then drops the detour, and a step
+/// of the original instruction must not run into int3 filler. No CPU
+/// executes the bytes meanwhile: hits resume in the detour.
 fn restore_tail(addr: usize, orig: &[u8]) {
     let mut tries: u32 = 0;
     // SAFETY: as in `jump`: the bytes under the int3, as prepared.
@@ -489,9 +489,9 @@ pub(crate) fn unjump(addr: usize, opt: &OptInsn) -> Result {
     // hold to arm).
     unsafe { text::write_if_unchanged(addr, &[0xe9], &[INT3]) }?;
     sync();
-    // SAFETY: the bytes under the int3 again; the original instructions.
-    unsafe { text::write(addr + 1, &opt.orig[1..span(opt)]) }?;
-    sync();
+    // The int3 is ours now: the original instructions under it, however
+    // long a failure lasts (a retry would find no `jmp` to take back).
+    restore_tail(addr, opt.orig.get(1..span(opt)).unwrap_or(&[]));
     Ok(())
 }
 

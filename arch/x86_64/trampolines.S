@@ -111,7 +111,9 @@
  * call_depth_return_thunk, shifts the per-CPU depth with a sarq that
  * changes them; there a bare ret, as the kernel's ftrace_regs_caller and
  * return_to_handler return after a call that was not accounted (neither
- * was the call from the engine's slot or detour that entered here).
+ * was the call from the engine's slot, detour or ftrace site that entered
+ * here, nor the kretprobe stub's jump). Every trampoline but the return
+ * stub (a probed function's own return) leaves this way.
  */
 .macro KP_RET_KEEP_FLAGS
 	ALTERNATIVE __stringify(RET), \
@@ -151,7 +153,9 @@ SYM_CODE_START(kp_x86_kret_trampoline)
 	KP_SAVE_REGS
 	call	kp_x86_kret_return
 	KP_RESTORE_REGS
-	RET
+	/* (The function's own return, through the thunk, already paid for
+	 * its call.) */
+	KP_RET_KEEP_FLAGS
 SYM_CODE_END(kp_x86_kret_trampoline)
 
 /*
@@ -220,7 +224,8 @@ SYM_CODE_START(kp_x86_ftrace_direct)
 	KP_SAVE_REGS
 	call	kp_x86_ftrace_hit
 	KP_RESTORE_REGS
-	RET
+	/* (A pre handler may redirect into the function.) */
+	KP_RET_KEEP_FLAGS
 SYM_CODE_END(kp_x86_ftrace_direct)
 
 /*

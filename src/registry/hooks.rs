@@ -30,8 +30,9 @@ pub(crate) struct Hooks {
     /// `point`'s text is going away with its module: forget what is layered
     /// on it without touching the text.
     pub(crate) text_gone: fn(&RegGuard, &Point),
-    /// Called WITHOUT the registration lock: waits until what was freed
-    /// before the call (slots) is free again (a registration found none).
+    /// Called WITHOUT the registration lock: waits (at most 2 s) until
+    /// what was freed before the call (slots) is free again (a
+    /// registration found none).
     pub(crate) reclaim_now: fn(),
 }
 

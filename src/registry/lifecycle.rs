@@ -411,8 +411,8 @@ pub(super) fn check_new(g: &RegGuard, p: &mut KpKprobe) -> Result {
 pub(super) fn register(p: &mut KpKprobe, kret: bool) -> Result {
     match register_once(p, kret) {
         // No free slot while freed ones wait for the engine's text work:
-        // that work reclaims them (without the lock held) and the
-        // registration tries again.
+        // that work reclaims them (the registration waits for it without
+        // the lock, boundedly) and the registration tries again.
         Err(e) if e == ENOSPC && crate::slots::reclaimable() => {
             (hooks::get().reclaim_now)();
             register_once(p, kret)
