@@ -217,7 +217,8 @@ struct kp_stats {
 	unsigned long kretprobe_shadow_probes; /* kretprobes whose returns the
 				 * shadow stack serves now */
 	unsigned long opt_waits; /* the jump optimizer's waits for every task
-				 * to leave the bytes its jumps cover, begun */
+				 * to leave the bytes its jumps cover (with
+				 * jumps to write), begun */
 	unsigned long opt_waits_done; /* and ended, since the engine loaded (a
 				 * jump is written only after a wait that
 				 * began once it was prepared) */

@@ -244,8 +244,9 @@ pub struct KpStats {
     /// Kretprobes whose returns the shadow stack serves now.
     pub kretprobe_shadow_probes: c_ulong,
     /// The jump optimizer's waits for every task to leave the bytes its
-    /// jumps cover, begun since the engine loaded (a jump is written only
-    /// after a wait that began once it was prepared);
+    /// jumps cover (those with jumps to write), begun since the engine
+    /// loaded (a jump is written only after a wait that began once it was
+    /// prepared);
     pub opt_waits: c_ulong,
     /// and ended.
     pub opt_waits_done: c_ulong,
