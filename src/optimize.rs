@@ -297,12 +297,7 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     let o = point.opt.insn();
     if point.opt.jumped() {
         if restore {
-            if let Err(e) = arch::Arch::opt_unjump(point.addr, &o) {
-                if e == EBUSY {
-                    pin_for_good(point.addr);
-                }
-                return Err(e);
-            }
+            arch::Arch::opt_unjump(point.addr, &o)?;
         }
         point.opt.set_jumped(false);
         registry::set_optimized_flag(g, point, false);
@@ -314,36 +309,6 @@ fn drop_jump(g: &RegGuard, point: &Point, restore: bool) -> Result {
     arch::Arch::opt_release(&o);
     schedule();
     Ok(())
-}
-
-extern "C" {
-    fn kp_helper_module_get() -> bool;
-}
-
-/// Set once the engine pinned itself for a jump it cannot take back.
-static PINNED: AtomicBool = AtomicBool::new(false);
-
-/// Someone else's breakpoint sits on the jump at `addr` (the kernel's
-/// kprobes took the `jmp` for the instruction and emulate it into the
-/// detour): the jump and its detour must stay for as long as theirs may,
-/// so the engine stays loaded for good, pinned now, while it can be (an
-/// unload could otherwise meet that breakpoint with the registration and
-/// events locks held and wait for it forever). Registration lock held.
-fn pin_for_good(addr: usize) {
-    if !PINNED.swap(true, Ordering::Relaxed) {
-        // SAFETY: plain call; never released.
-        let pinned = unsafe { kp_helper_module_get() };
-        pr_warn!(
-            "someone else's breakpoint on the jump at {:#x}: it stays, and the \
-             engine stays loaded{}\n",
-            addr,
-            if pinned {
-                ""
-            } else {
-                " (cannot pin it: unloading)"
-            }
-        );
-    }
 }
 
 /// Unoptimizes the points whose jump covers `addr` (a probe is about to
