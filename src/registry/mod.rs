@@ -21,17 +21,20 @@
 //! chains), `retire.rs` (grace periods), `lifecycle.rs` (register,
 //! unregister, enable, disable, module unload), `exports.rs` (the C API),
 //! `list.rs` (debugfs `list`), `hooks.rs` (what the layers above hear: the
-//! jump optimizer). Requests are resolved first by `crate::resolve`. The
+//! jump optimizer), `keep.rs` (text that cannot be taken back, slots that
+//! wait for a reclaim). Requests are resolved first by `crate::resolve`. The
 //! registry calls nothing above it: not kretprobes, not the optimizer.
 
 mod exports;
 pub(crate) mod hooks;
+mod keep;
 mod lifecycle;
 mod list;
 mod point;
 mod retire;
 
 pub use exports::*;
+pub(crate) use keep::reclaim_slots_for;
 pub(crate) use lifecycle::*;
 pub(crate) use list::*;
 pub(crate) use point::*;
