@@ -110,13 +110,17 @@ pub(crate) fn reclaim_now() {
     // SAFETY: schedules the static delayed work at once.
     unsafe { kp_helper_opt_run_now() };
     for _ in 0..200 {
-        let waiting = crate::slots::reclaimable() || arch::Arch::opt_reclaimable();
-        if RECLAIMS_DONE.load(Ordering::Relaxed) > k || !waiting {
+        if RECLAIMS_DONE.load(Ordering::Relaxed) > k || !reclaimable() {
             return;
         }
         // SAFETY: process context.
         unsafe { kernel::bindings::msleep(10) };
     }
+}
+
+/// Whether freed slots or detours wait for a reclaim.
+fn reclaimable() -> bool {
+    crate::slots::reclaimable() || arch::Arch::opt_reclaimable()
 }
 
 fn candidate(point: &Point, epoch: usize) -> bool {
@@ -246,19 +250,15 @@ pub(crate) extern "C" fn kp_optimizer_run() {
                 point.opt.set_jumped(true);
                 registry::set_optimized_flag(&g, point, true);
             }
-            Err(e) if e == EBUSY => {
-                // Someone else's patch appeared under the jump during the
-                // wait: back on the breakpoint, and not tried again this
-                // epoch (as a refusal at prepare time).
-                let _ = unoptimize(&g, point);
-                point
-                    .opt
-                    .set_refused((EPOCH.load(Ordering::Relaxed) as u16).wrapping_add(1));
-            }
             Err(e) => {
-                pr_err!("cannot optimize the probe at {:#x}: {:?}\n", point.addr, e);
+                // EBUSY: someone else's patch appeared under the jump during
+                // the wait (not an error of ours). Either way back on the
+                // breakpoint, and not tried again this epoch (as a refusal at
+                // prepare time: each try would cost a wait).
+                if e != EBUSY {
+                    pr_err!("cannot optimize the probe at {:#x}: {:?}\n", point.addr, e);
+                }
                 let _ = unoptimize(&g, point);
-                // Not again this epoch (each try would cost a wait).
                 point
                     .opt
                     .set_refused((EPOCH.load(Ordering::Relaxed) as u16).wrapping_add(1));
@@ -270,7 +270,7 @@ pub(crate) extern "C" fn kp_optimizer_run() {
         kick();
     }
     // Freed during the wait: their own.
-    if crate::slots::reclaimable() || arch::Arch::opt_reclaimable() {
+    if reclaimable() {
         schedule();
     }
 }

@@ -15,7 +15,7 @@
 
 use crate::kp::{self, Next, Probe, Regs, Target};
 use crate::kunit::Test;
-use crate::util::Worker;
+use crate::util::{wait_optimized, Worker};
 use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::bindings;
@@ -255,17 +255,6 @@ fn with_post(flip: bool) -> WithPost {
 fn msleep(ms: u32) {
     // SAFETY: process context.
     unsafe { bindings::msleep(ms) };
-}
-
-/// Waits (up to 10 s) until `p` is optimized; returns whether it is.
-fn wait_optimized(p: &Probe) -> bool {
-    for _ in 0..1000 {
-        if p.is_optimized() {
-            return true;
-        }
-        msleep(10);
-    }
-    false
 }
 
 /// The instruction word at `addr`.

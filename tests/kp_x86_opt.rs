@@ -12,10 +12,11 @@
 
 use crate::kp::{self, Next, Probe, Regs, Target};
 use crate::kunit::Test;
-use crate::util::{insn_len_at, Worker};
+use crate::util::{insn_len_at, wait_optimized, Worker};
 use core::hint::black_box;
+use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use kernel::alloc::{flags::GFP_KERNEL, KVec};
+use kernel::alloc::{flags::GFP_KERNEL, KBox, KVec};
 use kernel::bindings;
 
 /// Read RIP-relative by `kp_opt_mix`.
@@ -229,17 +230,6 @@ fn with_post() -> WithPost {
 fn msleep(ms: u32) {
     // SAFETY: process context.
     unsafe { bindings::msleep(ms) };
-}
-
-/// Waits (up to 10 s) until `p` is optimized; returns whether it is.
-fn wait_optimized(p: &Probe) -> bool {
-    for _ in 0..1000 {
-        if p.is_optimized() {
-            return true;
-        }
-        msleep(10);
-    }
-    false
 }
 
 /// The byte at `addr`.
@@ -744,6 +734,39 @@ fn opt_toggle_under_load(t: &mut Test) {
 /// early).
 struct DetourLimit(usize);
 
+impl DetourLimit {
+    /// Bounds the detours to `n` until dropped (the guard holds the
+    /// previous bound); `None`, reported, when the engine refuses.
+    fn set(t: &Test, n: usize) -> Option<Self> {
+        match kp::opt_detour_limit(n) {
+            Ok(prev) => Some(DetourLimit(prev)),
+            Err(e) => {
+                kp_expect!(t, false, "kp_opt_detour_limit: {:?}", e);
+                None
+            }
+        }
+    }
+}
+
+/// A registered probe whose handler is an [`H`].
+type Counting = Pin<KBox<kp::Kprobe<H>>>;
+
+/// Probes `kp_opt_ret9` and `kp_opt_entry`, each counting, and waits until
+/// both are jump-optimized (reported if not); `None`, reported, when a
+/// registration fails.
+fn two_optimized(t: &Test) -> Option<(Counting, Counting)> {
+    let addr = |f: *const ()| Target::Address(crate::targets::addr_of(f));
+    let a = kp::Kprobe::register(addr(kp_opt_ret9 as *const ()), h(Act::Count));
+    let b = kp::Kprobe::register(addr(kp_opt_entry as *const ()), h(Act::Count));
+    let (Ok(a), Ok(b)) = (a, b) else {
+        kp_expect!(t, false, "register");
+        return None;
+    };
+    kp_expect!(t, wait_optimized(a.probe()), "first not optimized");
+    kp_expect!(t, wait_optimized(b.probe()), "second not optimized");
+    Some((a, b))
+}
+
 impl Drop for DetourLimit {
     fn drop(&mut self) {
         let _ = kp::opt_detour_limit(self.0);
@@ -757,26 +780,15 @@ impl Drop for DetourLimit {
 /// is clamped to it.
 fn opt_detours_run_out(t: &mut Test) {
     let base = kp::stats().slots;
-    let prev = match kp::opt_detour_limit(2) {
-        Ok(p) => p,
-        Err(e) => {
-            kp_expect!(t, false, "kp_opt_detour_limit: {:?}", e);
-            return;
-        }
-    };
-    let _restore = DetourLimit(prev);
-    kp_expect_eq!(t, prev, 1024);
-    kp_expect_eq!(t, kp::opt_detour_limit(usize::MAX).ok(), Some(2));
-    kp_expect_eq!(t, kp::opt_detour_limit(2).ok(), Some(1024));
-    let addr = |f: *const ()| Target::Address(crate::targets::addr_of(f));
-    let a = kp::Kprobe::register(addr(kp_opt_ret9 as *const ()), h(Act::Count));
-    let b = kp::Kprobe::register(addr(kp_opt_entry as *const ()), h(Act::Count));
-    let (Ok(a), Ok(b)) = (a, b) else {
-        kp_expect!(t, false, "register");
+    let Some(restore) = DetourLimit::set(t, 2) else {
         return;
     };
-    kp_expect!(t, wait_optimized(a.probe()), "first not optimized");
-    kp_expect!(t, wait_optimized(b.probe()), "second not optimized");
+    kp_expect_eq!(t, restore.0, 1024);
+    kp_expect_eq!(t, kp::opt_detour_limit(usize::MAX).ok(), Some(2));
+    kp_expect_eq!(t, kp::opt_detour_limit(2).ok(), Some(1024));
+    let Some((a, b)) = two_optimized(t) else {
+        return;
+    };
     // The imul of kp_opt_mix (optimized in opt_stack_traces).
     let at = crate::targets::addr_of(kp_opt_mix as *const ()) + 9;
     let Ok(c) = kp::Kprobe::register(Target::Address(at), h(Act::Count)) else {
@@ -848,23 +860,12 @@ fn busy(ms: usize) {
 /// Once the task sleeps, the reclaimed detours go to the probes waiting.
 fn opt_reclaim_with_a_busy_task(t: &mut Test) {
     let base = kp::stats().slots;
-    let prev = match kp::opt_detour_limit(2) {
-        Ok(p) => p,
-        Err(e) => {
-            kp_expect!(t, false, "kp_opt_detour_limit: {:?}", e);
-            return;
-        }
-    };
-    let _restore = DetourLimit(prev);
-    let addr = |f: *const ()| Target::Address(crate::targets::addr_of(f));
-    let a = kp::Kprobe::register(addr(kp_opt_ret9 as *const ()), h(Act::Count));
-    let b = kp::Kprobe::register(addr(kp_opt_entry as *const ()), h(Act::Count));
-    let (Ok(a), Ok(b)) = (a, b) else {
-        kp_expect!(t, false, "register");
+    let Some(_restore) = DetourLimit::set(t, 2) else {
         return;
     };
-    kp_expect!(t, wait_optimized(a.probe()), "first not optimized");
-    kp_expect!(t, wait_optimized(b.probe()), "second not optimized");
+    let Some((a, b)) = two_optimized(t) else {
+        return;
+    };
     BUSY_STOP.store(false, Ordering::SeqCst);
     let other = Some((crate::util::this_cpu() + 1) % 2);
     let Ok(w) = Worker::start(busy, 3000, other) else {

@@ -415,6 +415,18 @@ pub(crate) fn trace_has(trace: &[usize], needle: &str) -> bool {
     })
 }
 
+/// Waits (up to 10 s) until `p` is optimized; returns whether it is.
+pub(crate) fn wait_optimized(p: &kp::Probe) -> bool {
+    for _ in 0..1000 {
+        if p.is_optimized() {
+            return true;
+        }
+        // SAFETY: process context.
+        unsafe { bindings::msleep(10) };
+    }
+    false
+}
+
 /// Counts its hits.
 pub(crate) struct Counter(pub(crate) AtomicUsize);
 
@@ -435,16 +447,6 @@ impl kp::KprobeHandler for Counter {
 /// right.
 pub(crate) fn opt_armed_during_wait(t: &mut Test, first: usize, second: usize, call: fn() -> bool) {
     let counter = || Counter(AtomicUsize::new(0));
-    let optimized = |p: &kp::Probe| {
-        for _ in 0..1000 {
-            if p.is_optimized() {
-                return true;
-            }
-            // SAFETY: process context.
-            unsafe { bindings::msleep(10) };
-        }
-        false
-    };
     for attempt in 1..=50 {
         let Ok(a) = kp::Kprobe::register(kp::Target::Address(first), counter()) else {
             kp_expect!(t, false, "cannot register the first probe");
@@ -476,14 +478,18 @@ pub(crate) fn opt_armed_during_wait(t: &mut Test, first: usize, second: usize, c
             continue;
         }
         // The second's jump was prepared during wait number `begun`.
-        kp_expect!(t, optimized(b.probe()), "the second probe not optimized");
+        kp_expect!(
+            t,
+            wait_optimized(b.probe()),
+            "the second probe not optimized"
+        );
         let done = kp::stats().opt_waits_done;
         // (The first is not what this is about: whether it was jumped
         // then or later is said, not checked; that it is, is.)
         let first_then = a.probe().is_optimized();
         kp_expect!(
             t,
-            first_then || optimized(a.probe()),
+            first_then || wait_optimized(a.probe()),
             "the first probe not optimized ({} waits begun, {} ended; enabled {})",
             kp::stats().opt_waits,
             kp::stats().opt_waits_done,
